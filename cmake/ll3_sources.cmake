@@ -1,0 +1,30 @@
+# Source collection for the engine library. Files are globbed so that adding one needs no edit
+# here; SIMD kernels live in one directory per instruction set and get that set's flags only
+# (the binary runs anywhere; kernels are chosen at run time from the CPU's features).
+
+function(ll3_collect_sources out)
+  file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/*.cpp)
+  list(FILTER srcs EXCLUDE REGEX "/src/kernels/cuda/")
+  set(${out} ${srcs} PARENT_SCOPE)
+endfunction()
+
+# Sources of the parsers of untrusted input (for the sanitizer and fuzz builds).
+function(ll3_collect_parser_sources out)
+  file(GLOB_RECURSE srcs CONFIGURE_DEPENDS
+       ${CMAKE_SOURCE_DIR}/src/core/*.cpp ${CMAKE_SOURCE_DIR}/src/io/*.cpp
+       ${CMAKE_SOURCE_DIR}/src/tokenizer/*.cpp)
+  set(${out} ${srcs} PARENT_SCOPE)
+endfunction()
+
+set(LL3_AVX2_FLAGS -mavx2 -mfma -mf16c)
+set(LL3_AVX512_FLAGS -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16)
+
+function(ll3_set_isa_flags srcs)
+  foreach(f ${srcs})
+    if(f MATCHES "/kernels/cpu/avx512/")
+      set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS "${LL3_AVX512_FLAGS}")
+    elseif(f MATCHES "/kernels/cpu/avx2/")
+      set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS "${LL3_AVX2_FLAGS}")
+    endif()
+  endforeach()
+endfunction()

@@ -1,0 +1,48 @@
+// Helpers shared by the test executables.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ll3::test {
+
+// The shared data directory (LL3_SHARED, else ../shared beside the repository), or "" when it
+// is absent. Tests that need it call LL3_REQUIRE_SHARED(), which fails under CI and skips
+// with a message otherwise.
+std::string shared_dir();
+bool in_ci();
+
+// The ll3 binary built beside the tests.
+std::string ll3_binary();
+std::string source_dir();
+
+// A fresh temporary directory, removed at process exit.
+std::string temp_dir();
+
+// Run a shell command; returns its exit status and captures stdout (stderr too if merge_stderr).
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;
+};
+CommandResult run_command(const std::string& cmd, bool merge_stderr = false);
+
+std::string read_file(const std::string& path);
+void write_file(const std::string& path, const std::string& data);
+
+// A .npy file of float32 (shape and data).
+struct Npy {
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+};
+Npy read_npy(const std::string& path);
+
+}  // namespace ll3::test
+
+#define LL3_REQUIRE_SHARED()                                                        \
+  do {                                                                              \
+    if (::ll3::test::shared_dir().empty()) {                                        \
+      if (::ll3::test::in_ci()) FAIL() << "shared data directory not found (CI)";   \
+      GTEST_SKIP() << "shared data directory not found; set LL3_SHARED";            \
+    }                                                                               \
+  } while (0)
