@@ -1,0 +1,58 @@
+#include "core/cpu_features.h"
+
+#include <cpuid.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace ll3 {
+
+namespace {
+
+CpuFeatures detect() {
+  CpuFeatures f;
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  bool osxsave = (c >> 27) & 1;
+  bool avx = (c >> 28) & 1;
+  f.fma = (c >> 12) & 1;
+  f.f16c = (c >> 29) & 1;
+  if (!osxsave || !avx) return f;
+  unsigned xlo, xhi;
+  __asm__("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+  bool ymm_ok = (xlo & 0x6) == 0x6;
+  bool zmm_ok = (xlo & 0xe6) == 0xe6;
+  if (!ymm_ok) {
+    f.fma = f.f16c = false;
+    return f;
+  }
+  __cpuid_count(7, 0, a, b, c, d);
+  f.avx2 = (b >> 5) & 1;
+  if (zmm_ok) {
+    f.avx512f = (b >> 16) & 1;
+    f.avx512dq = (b >> 17) & 1;
+    f.avx512bw = (b >> 30) & 1;
+    f.avx512vl = (b >> 31) & 1;
+    f.avx512vnni = (c >> 11) & 1;
+  }
+  __cpuid_count(7, 1, a, b, c, d);
+  f.avx_vnni = (a >> 4) & 1;
+  if (zmm_ok) f.avx512bf16 = (a >> 5) & 1;
+  // LL3_CPU=scalar|avx2 caps what the dispatcher may use (tests and comparisons).
+  const char* cap = std::getenv("LL3_CPU");
+  if (cap != nullptr && std::strcmp(cap, "avx2") == 0) {
+    f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = f.avx512vnni = f.avx512bf16 = false;
+  } else if (cap != nullptr && std::strcmp(cap, "scalar") == 0) {
+    f = CpuFeatures();
+  }
+  return f;
+}
+
+}  // namespace
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures f = detect();
+  return f;
+}
+
+}  // namespace ll3

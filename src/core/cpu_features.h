@@ -1,0 +1,27 @@
+// What the CPU this process runs on can do (cpuid + xgetbv), detected once.
+#pragma once
+
+namespace ll3 {
+
+struct CpuFeatures {
+  bool avx2 = false;
+  bool fma = false;
+  bool f16c = false;
+  bool avx512f = false;
+  bool avx512bw = false;
+  bool avx512vl = false;
+  bool avx512dq = false;
+  bool avx512vnni = false;
+  bool avx512bf16 = false;
+  bool avx_vnni = false;
+  // AVX2 + FMA + F16C: what the avx2 kernels are compiled for.
+  bool has_avx2_set() const { return avx2 && fma && f16c; }
+  // The avx512 kernel directory's flags.
+  bool has_avx512_set() const {
+    return has_avx2_set() && avx512f && avx512bw && avx512vl && avx512dq && avx512vnni && avx512bf16;
+  }
+};
+
+const CpuFeatures& cpu_features();
+
+}  // namespace ll3

@@ -1,0 +1,63 @@
+// AVX-512 kernels of F32 / F16 / BF16 rows (compiled with the avx512 directory's flags only).
+#include <immintrin.h>
+
+#include "core/half.h"
+#include "kernels/float_kernels.h"
+
+namespace ll3::kernels::avx512 {
+
+namespace {
+inline __m512 load_bf16(const uint16_t* p) {
+  __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+}  // namespace
+
+float f32_dot(const void* row, const float* x, int64_t n) {
+  const float* w = static_cast<const float*>(row);
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), _mm512_loadu_ps(x + i), a0);
+    a1 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 16), _mm512_loadu_ps(x + i + 16), a1);
+  }
+  if (i + 16 <= n) {
+    a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), _mm512_loadu_ps(x + i), a0);
+    i += 16;
+  }
+  if (i < n) {  // masked tail
+    __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w + i), _mm512_maskz_loadu_ps(m, x + i), a1);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+}
+
+float f16_dot(const void* row, const float* x, int64_t n) {
+  const uint16_t* w = static_cast<const uint16_t*>(row);
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m512 w0 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + i)));
+    __m512 w1 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + i + 16)));
+    a0 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + i), a0);
+    a1 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + i + 16), a1);
+  }
+  float sum = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+  for (; i < n; ++i) sum += f16_to_f32(w[i]) * x[i];
+  return sum;
+}
+
+float bf16_dot(const void* row, const float* x, int64_t n) {
+  const uint16_t* w = static_cast<const uint16_t*>(row);
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    a0 = _mm512_fmadd_ps(load_bf16(w + i), _mm512_loadu_ps(x + i), a0);
+    a1 = _mm512_fmadd_ps(load_bf16(w + i + 16), _mm512_loadu_ps(x + i + 16), a1);
+  }
+  float sum = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+  for (; i < n; ++i) sum += bf16_to_f32(w[i]) * x[i];
+  return sum;
+}
+
+}  // namespace ll3::kernels::avx512

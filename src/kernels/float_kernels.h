@@ -1,0 +1,33 @@
+// Row kernels of the plain float types (F32, F16, BF16), per instruction set.
+#pragma once
+
+#include <cstdint>
+
+namespace ll3::kernels {
+
+namespace ref {
+void f32_to_float(const void* src, float* dst, int64_t n);
+void f32_from_float(const float* src, void* dst, int64_t n);
+float f32_dot(const void* row, const float* x, int64_t n);
+void f16_to_float(const void* src, float* dst, int64_t n);
+void f16_from_float(const float* src, void* dst, int64_t n);
+float f16_dot(const void* row, const float* x, int64_t n);
+void bf16_to_float(const void* src, float* dst, int64_t n);
+void bf16_from_float(const float* src, void* dst, int64_t n);
+float bf16_dot(const void* row, const float* x, int64_t n);
+}  // namespace ref
+
+namespace avx2 {
+float f32_dot(const void* row, const float* x, int64_t n);
+float f16_dot(const void* row, const float* x, int64_t n);
+float bf16_dot(const void* row, const float* x, int64_t n);
+void f16_to_float(const void* src, float* dst, int64_t n);
+}  // namespace avx2
+
+namespace avx512 {
+float f32_dot(const void* row, const float* x, int64_t n);
+float f16_dot(const void* row, const float* x, int64_t n);
+float bf16_dot(const void* row, const float* x, int64_t n);
+}  // namespace avx512
+
+}  // namespace ll3::kernels
