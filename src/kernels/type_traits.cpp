@@ -4,6 +4,7 @@
 
 #include "core/cpu_features.h"
 #include "kernels/float_kernels.h"
+#include "kernels/quant_kernels.h"
 
 namespace ll3 {
 
@@ -12,7 +13,7 @@ namespace {
 constexpr size_t kMaxType = 40;
 using Table = std::array<TypeTraits, kMaxType>;
 
-// Quantized types register here (kernels/quant_traits.cpp); a type with no to_float is unsupported.
+// Every supported type registers here; a type with no to_float is unsupported.
 Table make_ref_table() {
   Table t{};
   for (size_t i = 0; i < kMaxType; ++i) t[i].type = static_cast<DType>(i);
@@ -20,6 +21,17 @@ Table make_ref_table() {
   t[size_t(DType::F32)] = {DType::F32, f32_to_float, f32_from_float, f32_dot};
   t[size_t(DType::F16)] = {DType::F16, f16_to_float, f16_from_float, f16_dot};
   t[size_t(DType::BF16)] = {DType::BF16, bf16_to_float, bf16_from_float, bf16_dot};
+  t[size_t(DType::Q4_0)] = {DType::Q4_0, q4_0_to_float, q4_0_from_float, q4_0_dot};
+  t[size_t(DType::Q4_1)] = {DType::Q4_1, q4_1_to_float, q4_1_from_float, q4_1_dot};
+  t[size_t(DType::Q5_0)] = {DType::Q5_0, q5_0_to_float, q5_0_from_float, q5_0_dot};
+  t[size_t(DType::Q5_1)] = {DType::Q5_1, q5_1_to_float, q5_1_from_float, q5_1_dot};
+  t[size_t(DType::Q8_0)] = {DType::Q8_0, q8_0_to_float, q8_0_from_float, q8_0_dot};
+  t[size_t(DType::Q2_K)] = {DType::Q2_K, q2_k_to_float, q2_k_from_float, q2_k_dot};
+  t[size_t(DType::Q3_K)] = {DType::Q3_K, q3_k_to_float, q3_k_from_float, q3_k_dot};
+  t[size_t(DType::Q4_K)] = {DType::Q4_K, q4_k_to_float, q4_k_from_float, q4_k_dot};
+  t[size_t(DType::Q5_K)] = {DType::Q5_K, q5_k_to_float, q5_k_from_float, q5_k_dot};
+  t[size_t(DType::Q6_K)] = {DType::Q6_K, q6_k_to_float, q6_k_from_float, q6_k_dot};
+  t[size_t(DType::Q8_K)] = {DType::Q8_K, q8_k_to_float, q8_k_from_float, q8_k_dot};
   return t;
 }
 

@@ -1,0 +1,61 @@
+// Row kernels of the quantized weight types, per instruction set. Same signatures as the
+// TypeTraits fields: n is a multiple of the type's block size (32 or 256).
+#pragma once
+
+#include <cstdint>
+
+namespace ll3::kernels {
+
+#define LL3_QUANT_ROW_KERNELS(T)                                  \
+  void T##_to_float(const void* src, float* dst, int64_t n);      \
+  void T##_from_float(const float* src, void* dst, int64_t n);    \
+  float T##_dot(const void* row, const float* x, int64_t n);
+
+#define LL3_QUANT_SIMD_KERNELS(T)                                 \
+  void T##_to_float(const void* src, float* dst, int64_t n);      \
+  float T##_dot(const void* row, const float* x, int64_t n);
+
+namespace ref {
+LL3_QUANT_ROW_KERNELS(q4_0)
+LL3_QUANT_ROW_KERNELS(q4_1)
+LL3_QUANT_ROW_KERNELS(q5_0)
+LL3_QUANT_ROW_KERNELS(q5_1)
+LL3_QUANT_ROW_KERNELS(q8_0)
+LL3_QUANT_ROW_KERNELS(q2_k)
+LL3_QUANT_ROW_KERNELS(q3_k)
+LL3_QUANT_ROW_KERNELS(q4_k)
+LL3_QUANT_ROW_KERNELS(q5_k)
+LL3_QUANT_ROW_KERNELS(q6_k)
+LL3_QUANT_ROW_KERNELS(q8_k)
+}  // namespace ref
+
+namespace avx2 {
+LL3_QUANT_SIMD_KERNELS(q4_0)
+LL3_QUANT_SIMD_KERNELS(q4_1)
+LL3_QUANT_SIMD_KERNELS(q5_0)
+LL3_QUANT_SIMD_KERNELS(q5_1)
+LL3_QUANT_SIMD_KERNELS(q8_0)
+LL3_QUANT_SIMD_KERNELS(q2_k)
+LL3_QUANT_SIMD_KERNELS(q3_k)
+LL3_QUANT_SIMD_KERNELS(q4_k)
+LL3_QUANT_SIMD_KERNELS(q5_k)
+LL3_QUANT_SIMD_KERNELS(q6_k)
+}  // namespace avx2
+
+namespace avx512 {
+LL3_QUANT_SIMD_KERNELS(q4_0)
+LL3_QUANT_SIMD_KERNELS(q4_1)
+LL3_QUANT_SIMD_KERNELS(q5_0)
+LL3_QUANT_SIMD_KERNELS(q5_1)
+LL3_QUANT_SIMD_KERNELS(q8_0)
+LL3_QUANT_SIMD_KERNELS(q2_k)
+LL3_QUANT_SIMD_KERNELS(q3_k)
+LL3_QUANT_SIMD_KERNELS(q4_k)
+LL3_QUANT_SIMD_KERNELS(q5_k)
+LL3_QUANT_SIMD_KERNELS(q6_k)
+}  // namespace avx512
+
+#undef LL3_QUANT_ROW_KERNELS
+#undef LL3_QUANT_SIMD_KERNELS
+
+}  // namespace ll3::kernels
