@@ -1,0 +1,72 @@
+// A persistent pool of worker threads for the forward pass. Workers spin briefly between jobs
+// (ops follow each other within microseconds during decode) and then sleep on an atomic wait,
+// so an idle engine costs no CPU. Dispatching a job allocates nothing.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+namespace ll3 {
+
+// A non-owning reference to a callable (no allocation, unlike std::function).
+template <class Sig>
+class FunctionRef;
+template <class R, class... Args>
+class FunctionRef<R(Args...)> {
+ public:
+  template <class F, class = std::enable_if_t<!std::is_same_v<std::decay_t<F>, FunctionRef>>>
+  FunctionRef(F&& f)  // NOLINT: implicit by design
+      : obj_(const_cast<void*>(static_cast<const void*>(&f))),
+        call_([](void* o, Args... a) -> R { return (*static_cast<std::remove_reference_t<F>*>(o))(a...); }) {}
+  R operator()(Args... a) const { return call_(obj_, a...); }
+
+ private:
+  void* obj_;
+  R (*call_)(void*, Args...);
+};
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int n_threads);  // n_threads <= 0: all hardware threads
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+
+  // Runs fn(thread_index, n_threads) on every thread (the caller is thread 0) and returns when
+  // all have finished.
+  void run(FunctionRef<void(int, int)> fn);
+
+  // Splits [0, n) into one contiguous range per thread: fn(begin, end, thread_index).
+  template <class F>
+  void parallel_for(int64_t n, F&& fn) {
+    if (n_threads_ == 1 || n <= 1) {
+      if (n > 0) fn(int64_t{0}, n, 0);
+      return;
+    }
+    auto body = [&](int t, int nt) {
+      int64_t begin = n * t / nt, end = n * (t + 1) / nt;
+      if (begin < end) fn(begin, end, t);
+    };
+    run(body);
+  }
+
+ private:
+  void worker(int index);
+
+  int n_threads_ = 1;
+  std::vector<std::thread> threads_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
+  FunctionRef<void(int, int)>* job_ = nullptr;
+};
+
+// The number of threads to use by default: the cores this process may run on.
+int default_thread_count();
+
+}  // namespace ll3

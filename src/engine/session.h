@@ -1,0 +1,66 @@
+// One sequence running on a model: owns its KV blocks and feeds tokens through the runner in
+// batches. The CLI commands (run, chat, logits, bench) use it; the server's scheduler will drive
+// the runner with many sequences at once through the same BatchPlan.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "kv/kv_cache.h"
+#include "model/llama_forward.h"
+#include "model/llama_model.h"
+
+namespace ll3 {
+
+struct SessionOptions {
+  int64_t context = 0;           // positions to hold (0: min(model context, 4096))
+  int64_t batch = 256;           // prompt tokens per forward step
+  int threads = 0;               // 0: all cores
+  DType kv_type = DType::F16;    // F32 or F16
+};
+
+class Session {
+ public:
+  static Result<std::unique_ptr<Session>> create(const LlamaModel& model, const SessionOptions& opt);
+  ~Session();
+
+  const LlamaModel& model() const { return model_; }
+  int64_t n_past() const { return static_cast<int64_t>(history_.size()); }
+  int64_t context() const { return context_; }
+  const std::vector<int32_t>& history() const { return history_; }
+  int64_t n_vocab() const { return model_.config.n_vocab; }
+
+  // Appends tokens to the sequence. all_logits: (tokens.size(), n_vocab) wanted, else only the
+  // last row's logits are kept. Fails with a clear message when the context would overflow.
+  Status eval(std::span<const int32_t> tokens, bool all_logits = false);
+  // Logits of the last evaluated position (n_vocab), or of every position of the last eval
+  // call with all_logits (tokens.size() * n_vocab).
+  const std::vector<float>& logits() const { return logits_; }
+  const float* last_logits() const { return logits_.data() + logits_.size() - n_vocab(); }
+
+  // Forgets everything after the first n tokens (e.g. to reuse a common prompt prefix).
+  void truncate(int64_t n);
+
+  ThreadPool& pool() { return *pool_; }
+
+ private:
+  Session(const LlamaModel& m) : model_(m) {}
+  const LlamaModel& model_;
+  int64_t context_ = 0;
+  int64_t batch_ = 0;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<KvCache> kv_;
+  std::unique_ptr<LlamaRunner> runner_;
+  std::vector<int32_t> blocks_;   // block table of this sequence
+  std::vector<int32_t> history_;  // tokens in the cache
+  std::vector<float> logits_;
+  std::vector<float> step_logits_;  // (batch, n_vocab) when all logits are wanted
+  std::vector<int32_t> rows_;       // logit row indices of one step
+};
+
+}  // namespace ll3

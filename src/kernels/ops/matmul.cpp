@@ -1,0 +1,28 @@
+#include "kernels/matmul.h"
+
+namespace ll3 {
+
+void matmul(ThreadPool& pool, const WeightMatrix& W, const float* x, float* y, int64_t n,
+            const MatmulScratch& scratch) {
+  const TypeTraits& tr = *W.traits;
+  static const TypeTraits* f32 = type_traits(DType::F32);
+  const int64_t rows = W.rows, cols = W.cols;
+  pool.parallel_for(rows, [&](int64_t begin, int64_t end, int thread) {
+    if (n == 1) {
+      for (int64_t r = begin; r < end; ++r) y[r] = tr.dot_f32(W.row(r), x, cols);
+      return;
+    }
+    // Several activation rows: dequantize each weight row once, then dot it with every row.
+    float* wrow = scratch.rows + static_cast<size_t>(thread) * scratch.max_cols;
+    for (int64_t r = begin; r < end; ++r) {
+      const void* w = W.row(r);
+      if (W.type != DType::F32) {
+        tr.to_float(w, wrow, cols);
+        w = wrow;
+      }
+      for (int64_t t = 0; t < n; ++t) y[t * rows + r] = f32->dot_f32(w, x + t * cols, cols);
+    }
+  });
+}
+
+}  // namespace ll3

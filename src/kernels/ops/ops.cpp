@@ -1,0 +1,88 @@
+#include <cmath>
+
+#include "core/half.h"
+#include "kernels/ops.h"
+#include "kernels/type_traits.h"
+
+namespace ll3::ops {
+
+void rmsnorm(const float* x, const float* weight, float* out, int64_t n, float eps) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
+}
+
+void rope_angles(int64_t pos, int64_t head_dim, float base, const float* factors, float* cos, float* sin) {
+  const float theta_scale = std::pow(base, -2.0f / static_cast<float>(head_dim));
+  float theta = static_cast<float>(pos);
+  for (int64_t i = 0; i < head_dim / 2; ++i) {
+    const float t = theta / factors[i];
+    cos[i] = std::cos(t);
+    sin[i] = std::sin(t);
+    theta *= theta_scale;
+  }
+}
+
+void rope(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin, bool half_pairs) {
+  const int64_t half = head_dim / 2;
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* v = x + h * head_dim;
+    for (int64_t i = 0; i < half; ++i) {
+      const int64_t a = half_pairs ? i : 2 * i;
+      const int64_t b = half_pairs ? i + half : 2 * i + 1;
+      const float x0 = v[a], x1 = v[b];
+      v[a] = x0 * cos[i] - x1 * sin[i];
+      v[b] = x0 * sin[i] + x1 * cos[i];
+    }
+  }
+}
+
+void softmax(float* x, int64_t n) {
+  float max = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) max = x[i] > max ? x[i] : max;
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void swiglu(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void store_row(const float* src, void* dst, int64_t n, DType t) {
+  if (t == DType::F32) {
+    float* d = static_cast<float*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = src[i];
+  } else {
+    uint16_t* d = static_cast<uint16_t*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = f32_to_f16(src[i]);
+  }
+}
+
+float dot_kv(const float* q, const void* k, int64_t n, DType t) {
+  // The dispatched row kernels (AVX2 / AVX-512 where present) for F32 and F16 rows.
+  static const TypeTraits* f32 = type_traits(DType::F32);
+  static const TypeTraits* f16 = type_traits(DType::F16);
+  return (t == DType::F32 ? f32 : f16)->dot_f32(k, q, n);
+}
+
+void axpy_kv(float a, const void* v, float* out, int64_t n, DType t) {
+  if (t == DType::F32) {
+    const float* s = static_cast<const float*>(v);
+    for (int64_t i = 0; i < n; ++i) out[i] += a * s[i];
+  } else {
+    const uint16_t* s = static_cast<const uint16_t*>(v);
+    for (int64_t i = 0; i < n; ++i) out[i] += a * f16_to_f32(s[i]);
+  }
+}
+
+}  // namespace ll3::ops

@@ -1,0 +1,175 @@
+#include "model/llama_forward.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/ops.h"
+
+namespace ll3 {
+
+LlamaRunner::LlamaRunner(const LlamaModel& model, KvCache& kv, ThreadPool& pool, int64_t max_batch_tokens)
+    : m_(model), c_(model.config), kv_(kv), pool_(pool), max_tokens_(std::max<int64_t>(1, max_batch_tokens)) {
+  const int64_t T = max_tokens_;
+  q_dim_ = c_.n_heads * c_.head_dim;
+  kv_dim_ = c_.n_kv_heads * c_.head_dim;
+  x_.resize(T * c_.dim);
+  xb_.resize(T * c_.dim);
+  q_.resize(T * q_dim_);
+  k_.resize(T * kv_dim_);
+  v_.resize(T * kv_dim_);
+  att_.resize(T * q_dim_);
+  proj_.resize(T * c_.dim);
+  gate_.resize(T * c_.ffn_dim);
+  up_.resize(T * c_.ffn_dim);
+  rope_cos_.resize(T * c_.head_dim / 2);
+  rope_sin_.resize(T * c_.head_dim / 2);
+  scores_.resize(static_cast<size_t>(pool.size()) * kv.capacity_tokens());
+  token_pos_.resize(T);
+  token_seq_.resize(T);
+  mm_scratch_.max_cols = std::max({c_.dim, c_.ffn_dim, q_dim_});
+  wrows_.resize(static_cast<size_t>(pool.size()) * mm_scratch_.max_cols);
+  mm_scratch_.rows = wrows_.data();
+}
+
+Status LlamaRunner::validate(const BatchPlan& plan) const {
+  const int64_t n = static_cast<int64_t>(plan.tokens.size());
+  if (n == 0) return Status::error("forward: empty batch");
+  if (n > max_tokens_) {
+    return Status::errorf("forward: batch of %lld tokens exceeds the maximum of %lld",
+                          static_cast<long long>(n), static_cast<long long>(max_tokens_));
+  }
+  for (int32_t t : plan.tokens) {
+    if (t < 0 || t >= c_.n_vocab) {
+      return Status::errorf("forward: token id %d is out of range (vocabulary of %lld)", t,
+                            static_cast<long long>(c_.n_vocab));
+    }
+  }
+  int64_t covered = 0;
+  const int64_t bs = kv_.config().block_size;
+  for (const SeqBatch& s : plan.seqs) {
+    if (s.token_begin != covered || s.n_tokens <= 0 || s.n_past < 0) {
+      return Status::error("forward: sequences must cover the batch in order, each with tokens");
+    }
+    covered += s.n_tokens;
+    const int64_t end = static_cast<int64_t>(s.n_past) + s.n_tokens;
+    if (static_cast<int64_t>(s.block_table.size()) * bs < end) {
+      return Status::errorf("forward: block table of %zu blocks cannot hold %lld positions",
+                            s.block_table.size(), static_cast<long long>(end));
+    }
+    for (int32_t b : s.block_table) {
+      if (b < 0 || b >= kv_.config().n_blocks) return Status::errorf("forward: KV block id %d out of range", b);
+    }
+  }
+  if (covered != n) return Status::error("forward: sequences do not cover the batch");
+  for (int32_t r : plan.logit_rows) {
+    if (r < 0 || r >= n) return Status::errorf("forward: logit row %d out of range", r);
+  }
+  return Status();
+}
+
+Status LlamaRunner::forward(const BatchPlan& plan, float* logits) {
+  LL3_RETURN_IF_ERROR(validate(plan));
+  const int64_t T = static_cast<int64_t>(plan.tokens.size());
+  const int64_t dim = c_.dim, hd = c_.head_dim, half = hd / 2;
+  const int64_t bs = kv_.config().block_size;
+  const DType kv_type = kv_.config().type;
+
+  // Position and RoPE angles of every batch row.
+  for (size_t s = 0; s < plan.seqs.size(); ++s) {
+    const SeqBatch& seq = plan.seqs[s];
+    for (int32_t i = 0; i < seq.n_tokens; ++i) {
+      const int64_t row = seq.token_begin + i;
+      token_pos_[row] = seq.n_past + i;
+      token_seq_[row] = static_cast<int32_t>(s);
+      ops::rope_angles(token_pos_[row], hd, c_.rope_theta, m_.rope_factors.data(),
+                       &rope_cos_[row * half], &rope_sin_[row * half]);
+    }
+  }
+
+  // x = embedding(tokens)
+  for (int64_t t = 0; t < T; ++t) {
+    m_.tok_embd.traits->to_float(m_.tok_embd.row(plan.tokens[t]), &x_[t * dim], dim);
+  }
+
+  for (int64_t l = 0; l < c_.n_layers; ++l) {
+    const LlamaLayer& L = m_.layers[l];
+
+    // Attention block: x += Wo · attention(RoPE(Wq·norm(x)), RoPE(Wk·norm(x)), Wv·norm(x))
+    for (int64_t t = 0; t < T; ++t) {
+      ops::rmsnorm(&x_[t * dim], L.attn_norm.data(), &xb_[t * dim], dim, c_.norm_eps);
+    }
+    matmul(pool_, L.wq, xb_.data(), q_.data(), T, mm_scratch_);
+    matmul(pool_, L.wk, xb_.data(), k_.data(), T, mm_scratch_);
+    matmul(pool_, L.wv, xb_.data(), v_.data(), T, mm_scratch_);
+    for (int64_t t = 0; t < T; ++t) {
+      ops::rope(&q_[t * q_dim_], c_.n_heads, hd, &rope_cos_[t * half], &rope_sin_[t * half], c_.rope_half_pairs);
+      ops::rope(&k_[t * kv_dim_], c_.n_kv_heads, hd, &rope_cos_[t * half], &rope_sin_[t * half], c_.rope_half_pairs);
+      // Append this position's K and V to the sequence's cache blocks.
+      const SeqBatch& seq = plan.seqs[token_seq_[t]];
+      const int64_t pos = token_pos_[t];
+      const int32_t block = seq.block_table[pos / bs];
+      ops::store_row(&k_[t * kv_dim_], kv_.k_row(l, block, pos % bs), kv_dim_, kv_type);
+      ops::store_row(&v_[t * kv_dim_], kv_.v_row(l, block, pos % bs), kv_dim_, kv_type);
+    }
+    attention(plan, l);
+    matmul(pool_, L.wo, att_.data(), proj_.data(), T, mm_scratch_);
+    for (int64_t i = 0; i < T * dim; ++i) x_[i] += proj_[i];
+
+    // Feed-forward block: x += W_down · (silu(W_gate·norm(x)) * W_up·norm(x))
+    for (int64_t t = 0; t < T; ++t) {
+      ops::rmsnorm(&x_[t * dim], L.ffn_norm.data(), &xb_[t * dim], dim, c_.norm_eps);
+    }
+    matmul(pool_, L.w_gate, xb_.data(), gate_.data(), T, mm_scratch_);
+    matmul(pool_, L.w_up, xb_.data(), up_.data(), T, mm_scratch_);
+    ops::swiglu(gate_.data(), up_.data(), T * c_.ffn_dim);
+    matmul(pool_, L.w_down, gate_.data(), proj_.data(), T, mm_scratch_);
+    for (int64_t i = 0; i < T * dim; ++i) x_[i] += proj_[i];
+  }
+
+  // logits = W_out · norm(x), only for the rows asked for.
+  const int64_t n_out = static_cast<int64_t>(plan.logit_rows.size());
+  if (n_out == 0) return Status();
+  for (int64_t i = 0; i < n_out; ++i) {
+    ops::rmsnorm(&x_[plan.logit_rows[i] * dim], m_.output_norm.data(), &xb_[i * dim], dim, c_.norm_eps);
+  }
+  matmul(pool_, m_.output, xb_.data(), logits, n_out, mm_scratch_);
+  return Status();
+}
+
+// Causal grouped-query attention of every (batch row, head) pair over the row's sequence,
+// positions 0 .. pos, read from the paged cache.
+void LlamaRunner::attention(const BatchPlan& plan, int64_t layer) {
+  const int64_t T = static_cast<int64_t>(plan.tokens.size());
+  const int64_t hd = c_.head_dim, n_heads = c_.n_heads;
+  const int64_t group = c_.n_heads / c_.n_kv_heads;
+  const int64_t bs = kv_.config().block_size;
+  const int64_t cap = kv_.capacity_tokens();
+  const DType kv_type = kv_.config().type;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+
+  pool_.parallel_for(T * n_heads, [&](int64_t begin, int64_t end, int thread) {
+    float* scores = &scores_[static_cast<size_t>(thread) * cap];
+    for (int64_t job = begin; job < end; ++job) {
+      const int64_t t = job / n_heads, h = job % n_heads;
+      const int64_t g = h / group;  // the KV head this query head reads
+      const SeqBatch& seq = plan.seqs[token_seq_[t]];
+      const int64_t n_pos = token_pos_[t] + 1;
+      const float* q = &q_[t * q_dim_ + h * hd];
+      for (int64_t p = 0; p < n_pos; ++p) {
+        const void* k = static_cast<const uint8_t*>(kv_.k_row(layer, seq.block_table[p / bs], p % bs)) +
+                        g * hd * (kv_type == DType::F32 ? 4 : 2);
+        scores[p] = ops::dot_kv(q, k, hd, kv_type) * scale;
+      }
+      ops::softmax(scores, n_pos);
+      float* out = &att_[t * q_dim_ + h * hd];
+      std::fill(out, out + hd, 0.0f);
+      for (int64_t p = 0; p < n_pos; ++p) {
+        const void* v = static_cast<const uint8_t*>(kv_.v_row(layer, seq.block_table[p / bs], p % bs)) +
+                        g * hd * (kv_type == DType::F32 ? 4 : 2);
+        ops::axpy_kv(scores[p], v, out, hd, kv_type);
+      }
+    }
+  });
+}
+
+}  // namespace ll3

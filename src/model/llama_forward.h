@@ -1,0 +1,60 @@
+// The LLaMA forward pass over a BatchPlan: tokens of one or more sequences in, logits of the
+// requested rows out, K/V appended to the paged cache. All scratch is allocated once, for the
+// largest batch, when the runner is made; a step allocates nothing.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "engine/batch_plan.h"
+#include "kernels/matmul.h"
+#include "kv/kv_cache.h"
+#include "model/llama_model.h"
+
+namespace ll3 {
+
+class LlamaRunner {
+ public:
+  LlamaRunner(const LlamaModel& model, KvCache& kv, ThreadPool& pool, int64_t max_batch_tokens);
+
+  int64_t max_batch_tokens() const { return max_tokens_; }
+
+  // Runs one step. logits: (plan.logit_rows.size(), n_vocab). Fails (without touching the
+  // cache) on a plan that does not fit: too many tokens, a token id out of range, or block
+  // tables too short for the positions.
+  Status forward(const BatchPlan& plan, float* logits);
+
+ private:
+  Status validate(const BatchPlan& plan) const;
+  void attention(const BatchPlan& plan, int64_t layer);
+
+  const LlamaModel& m_;
+  const LlamaConfig& c_;
+  KvCache& kv_;
+  ThreadPool& pool_;
+  int64_t max_tokens_;
+  int64_t q_dim_, kv_dim_;
+
+  // Scratch, T = max_batch_tokens.
+  std::vector<float> x_;        // (T, dim) residual stream
+  std::vector<float> xb_;       // (T, dim) normed input of a sub-layer
+  std::vector<float> q_;        // (T, n_heads * head_dim)
+  std::vector<float> k_;        // (T, n_kv_heads * head_dim)
+  std::vector<float> v_;        // (T, n_kv_heads * head_dim)
+  std::vector<float> att_;      // (T, n_heads * head_dim) attention output
+  std::vector<float> proj_;     // (T, dim) output of wo / w_down
+  std::vector<float> gate_;     // (T, ffn_dim)
+  std::vector<float> up_;       // (T, ffn_dim)
+  std::vector<float> rope_cos_; // (T, head_dim / 2)
+  std::vector<float> rope_sin_; // (T, head_dim / 2)
+  std::vector<float> scores_;   // (n_threads, kv capacity) attention weights
+  std::vector<float> wrows_;    // (n_threads, max cols) dequantized weight rows
+  std::vector<int32_t> token_pos_;  // (T) position of each batch row
+  std::vector<int32_t> token_seq_;  // (T) sequence index of each batch row
+  MatmulScratch mm_scratch_;
+};
+
+}  // namespace ll3

@@ -1,0 +1,268 @@
+#include "model/llama_model.h"
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <unordered_map>
+
+#include "io/gguf.h"
+#include "io/safetensors.h"
+
+namespace ll3 {
+
+LlamaModel::~LlamaModel() = default;
+
+Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& path) {
+  std::unique_ptr<LlamaModel> m(new LlamaModel());
+  m->path = path;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    LL3_RETURN_IF_ERROR(m->load_hf(path));
+  } else {
+    LL3_RETURN_IF_ERROR(m->load_gguf(path));
+  }
+  return m;
+}
+
+namespace {
+
+// Reads a required positive integer hyper-parameter.
+Status need_int(const GgufFile& f, const std::string& key, int64_t* out) {
+  std::optional<int64_t> v = f.get_int(key);
+  if (!v) {
+    return Status::errorf("missing or non-integer metadata '%s'", key.c_str());
+  }
+  if (*v <= 0 || *v > (int64_t{1} << 31)) {
+    return Status::errorf("metadata '%s' = %lld is out of range", key.c_str(), static_cast<long long>(*v));
+  }
+  *out = *v;
+  return Status();
+}
+
+// Converts a 1-D float-typed tensor to a float vector of the expected length.
+Status vector_from(const TensorRef& t, int64_t n, std::vector<float>* out) {
+  if (t.ne.size() != 1 || t.ne[0] != n) {
+    return Status::errorf("tensor '%s' has %zu dimensions of which the first is %lld, expected a vector of %lld",
+                          t.name.c_str(), t.ne.size(), static_cast<long long>(t.ne.empty() ? 0 : t.ne[0]),
+                          static_cast<long long>(n));
+  }
+  const TypeTraits* tr = type_traits(t.type);
+  if (tr == nullptr) {
+    return Status::errorf("tensor '%s' has type %s, which ll3 cannot run", t.name.c_str(),
+                          std::string(dtype_name(t.type)).c_str());
+  }
+  out->resize(static_cast<size_t>(n));
+  tr->to_float(t.data, out->data(), n);
+  return Status();
+}
+
+std::string shape_str(const std::vector<int64_t>& ne) {
+  std::string s = "[";
+  for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
+  return s + "]";
+}
+
+Status matrix_from(const TensorRef& t, int64_t rows, int64_t cols, WeightMatrix* out) {
+  // GGUF order: ne[0] = cols (inputs, contiguous), ne[1] = rows (outputs).
+  if (t.ne.size() != 2 || t.ne[0] != cols || t.ne[1] != rows) {
+    return Status::errorf("tensor '%s' has shape %s, expected [%lld, %lld]", t.name.c_str(),
+                          shape_str(t.ne).c_str(), static_cast<long long>(cols), static_cast<long long>(rows));
+  }
+  const TypeTraits* tr = type_traits(t.type);
+  if (tr == nullptr) {
+    return Status::errorf("tensor '%s' has type %s, which ll3 cannot run yet", t.name.c_str(),
+                          std::string(dtype_name(t.type)).c_str());
+  }
+  out->name = t.name;
+  out->type = t.type;
+  out->rows = rows;
+  out->cols = cols;
+  out->row_bytes = dtype_row_bytes(t.type, cols);
+  out->data = t.data;
+  out->traits = tr;
+  return Status();
+}
+
+}  // namespace
+
+std::vector<float> llama3_rope_factors(const LlamaConfig& cfg) {
+  // Frequencies with a wavelength longer than the original context are slowed by `factor`,
+  // short ones kept, and the band between interpolated smoothly (Llama 3.1's "llama3" scaling).
+  const RopeScaling& rs = cfg.rope_scaling;
+  int64_t half = cfg.head_dim / 2;
+  std::vector<float> f(static_cast<size_t>(half), 1.0f);
+  if (!rs.enabled) return f;
+  double low_wavelen = rs.original_context / rs.low_freq_factor;
+  double high_wavelen = rs.original_context / rs.high_freq_factor;
+  for (int64_t i = 0; i < half; ++i) {
+    float freq = 1.0f / std::pow(cfg.rope_theta, static_cast<float>(2 * i) / static_cast<float>(cfg.head_dim));
+    double wavelen = 2.0 * M_PI / freq;
+    if (wavelen < high_wavelen) {
+      f[i] = 1.0f;
+    } else if (wavelen > low_wavelen) {
+      f[i] = rs.factor;
+    } else {
+      double smooth = (rs.original_context / wavelen - rs.low_freq_factor) /
+                      (rs.high_freq_factor - rs.low_freq_factor);
+      f[i] = static_cast<float>(1.0 / ((1.0 - smooth) / rs.factor + smooth));
+    }
+  }
+  return f;
+}
+
+Status LlamaModel::load_gguf(const std::string& file) {
+  Result<std::unique_ptr<GgufFile>> g = GgufFile::open(file);
+  if (!g.ok()) return g.status();
+  gguf_ = std::move(g.value());
+  const GgufFile& f = *gguf_;
+  auto ctx = [&](const Status& s) { return s.with_context("model: " + file + ": "); };
+
+  std::optional<std::string_view> arch = f.get_string("general.architecture");
+  if (!arch) return ctx(Status::error("missing metadata 'general.architecture'"));
+  if (*arch != "llama") {
+    return ctx(Status::errorf("architecture '%.*s' is not supported (ll3 runs 'llama')",
+                              static_cast<int>(arch->size()), arch->data()));
+  }
+  LlamaConfig& c = config;
+  if (auto name = f.get_string("general.name")) c.name = std::string(*name);
+  LL3_RETURN_IF_ERROR(ctx(need_int(f, "llama.embedding_length", &c.dim)));
+  LL3_RETURN_IF_ERROR(ctx(need_int(f, "llama.block_count", &c.n_layers)));
+  LL3_RETURN_IF_ERROR(ctx(need_int(f, "llama.attention.head_count", &c.n_heads)));
+  LL3_RETURN_IF_ERROR(ctx(need_int(f, "llama.feed_forward_length", &c.ffn_dim)));
+  c.n_kv_heads = c.n_heads;
+  if (f.find("llama.attention.head_count_kv")) {
+    LL3_RETURN_IF_ERROR(ctx(need_int(f, "llama.attention.head_count_kv", &c.n_kv_heads)));
+  }
+  c.context_length = f.get_int("llama.context_length").value_or(8192);
+  if (c.context_length <= 0) c.context_length = 8192;
+  if (c.dim % c.n_heads != 0 && !f.find("llama.attention.key_length")) {
+    return ctx(Status::errorf("embedding length %lld is not a multiple of the head count %lld",
+                              static_cast<long long>(c.dim), static_cast<long long>(c.n_heads)));
+  }
+  c.head_dim = c.dim / c.n_heads;
+  if (f.find("llama.attention.key_length")) {
+    LL3_RETURN_IF_ERROR(ctx(need_int(f, "llama.attention.key_length", &c.head_dim)));
+    int64_t vlen = f.get_int("llama.attention.value_length").value_or(c.head_dim);
+    if (vlen != c.head_dim) return ctx(Status::error("key and value head sizes differ; not supported"));
+  }
+  if (auto rd = f.get_int("llama.rope.dimension_count"); rd && *rd != c.head_dim) {
+    return ctx(Status::errorf("partial RoPE (dimension_count %lld of head size %lld) is not supported",
+                              static_cast<long long>(*rd), static_cast<long long>(c.head_dim)));
+  }
+  if (auto eps = f.get_float("llama.attention.layer_norm_rms_epsilon")) c.norm_eps = static_cast<float>(*eps);
+  if (auto theta = f.get_float("llama.rope.freq_base")) c.rope_theta = static_cast<float>(*theta);
+  c.rope_half_pairs = false;  // GGUF permutes Q/K rows for adjacent-pair rotation
+
+  tensors_.reserve(f.tensors().size());
+  for (const GgufTensorInfo& t : f.tensors()) {
+    TensorRef r;
+    r.name = t.name;
+    r.type = t.type;
+    r.ne.assign(t.ne, t.ne + t.n_dims);
+    r.data = t.data;
+    r.nbytes = t.nbytes;
+    tensors_.push_back(std::move(r));
+  }
+  if (const GgufTensorInfo* te = f.find_tensor("token_embd.weight"); te && te->n_dims == 2) {
+    c.n_vocab = te->ne[1];
+  }
+  if (auto nv = f.get_int("llama.vocab_size"); nv && *nv != c.n_vocab && c.n_vocab != 0) {
+    return ctx(Status::errorf("llama.vocab_size %lld does not match token_embd.weight's %lld rows",
+                              static_cast<long long>(*nv), static_cast<long long>(c.n_vocab)));
+  }
+  return ctx(bind_weights());
+}
+
+Status LlamaModel::bind_weights() {
+  LlamaConfig& c = config;
+  if (c.n_heads % c.n_kv_heads != 0) {
+    return Status::errorf("head count %lld is not a multiple of the KV head count %lld",
+                          static_cast<long long>(c.n_heads), static_cast<long long>(c.n_kv_heads));
+  }
+  if (c.head_dim % 2 != 0) return Status::errorf("head size %lld is odd", static_cast<long long>(c.head_dim));
+  std::unordered_map<std::string, const TensorRef*> by_name;
+  for (const TensorRef& t : tensors_) by_name[t.name] = &t;
+  auto find = [&](const std::string& name, const TensorRef** out) -> Status {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) return Status::errorf("missing tensor '%s'", name.c_str());
+    *out = it->second;
+    return Status();
+  };
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, WeightMatrix* m) -> Status {
+    const TensorRef* t;
+    LL3_RETURN_IF_ERROR(find(name, &t));
+    return matrix_from(*t, rows, cols, m);
+  };
+  auto vec = [&](const std::string& name, int64_t n, std::vector<float>* v) -> Status {
+    const TensorRef* t;
+    LL3_RETURN_IF_ERROR(find(name, &t));
+    return vector_from(*t, n, v);
+  };
+
+  const TensorRef* te;
+  LL3_RETURN_IF_ERROR(find("token_embd.weight", &te));
+  if (te->ne.size() != 2 || te->ne[0] != c.dim) {
+    return Status::errorf("tensor 'token_embd.weight' has shape %s, expected [%lld, n_vocab]",
+                          shape_str(te->ne).c_str(), static_cast<long long>(c.dim));
+  }
+  c.n_vocab = te->ne[1];
+  LL3_RETURN_IF_ERROR(matrix("token_embd.weight", c.n_vocab, c.dim, &tok_embd));
+  c.tied_embeddings = by_name.count("output.weight") == 0;
+  if (c.tied_embeddings) {
+    output = tok_embd;
+  } else {
+    LL3_RETURN_IF_ERROR(matrix("output.weight", c.n_vocab, c.dim, &output));
+  }
+  LL3_RETURN_IF_ERROR(vec("output_norm.weight", c.dim, &output_norm));
+
+  int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
+  layers.resize(static_cast<size_t>(c.n_layers));
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    LlamaLayer& L = layers[static_cast<size_t>(l)];
+    std::string p = "blk." + std::to_string(l) + ".";
+    LL3_RETURN_IF_ERROR(vec(p + "attn_norm.weight", c.dim, &L.attn_norm));
+    LL3_RETURN_IF_ERROR(matrix(p + "attn_q.weight", q_dim, c.dim, &L.wq));
+    LL3_RETURN_IF_ERROR(matrix(p + "attn_k.weight", kv_dim, c.dim, &L.wk));
+    LL3_RETURN_IF_ERROR(matrix(p + "attn_v.weight", kv_dim, c.dim, &L.wv));
+    LL3_RETURN_IF_ERROR(matrix(p + "attn_output.weight", c.dim, q_dim, &L.wo));
+    LL3_RETURN_IF_ERROR(vec(p + "ffn_norm.weight", c.dim, &L.ffn_norm));
+    LL3_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", c.ffn_dim, c.dim, &L.w_gate));
+    LL3_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", c.ffn_dim, c.dim, &L.w_up));
+    LL3_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", c.dim, c.ffn_dim, &L.w_down));
+  }
+
+  // RoPE frequency divisors: the rope_freqs tensor (GGUF, Llama 3.1), else computed from the
+  // config's rope_scaling (Hugging Face), else none.
+  if (by_name.count("rope_freqs.weight")) {
+    LL3_RETURN_IF_ERROR(vec("rope_freqs.weight", c.head_dim / 2, &rope_factors));
+  } else {
+    rope_factors = llama3_rope_factors(c);
+  }
+  return Status();
+}
+
+size_t LlamaModel::weight_bytes() const {
+  size_t n = 0;
+  for (const TensorRef& t : tensors_) n += t.nbytes;
+  return n;
+}
+
+std::string LlamaModel::type_summary() const {
+  // The type holding the most bytes among the matrices, and how many types there are.
+  std::map<std::string, size_t> bytes;
+  for (const TensorRef& t : tensors_) {
+    if (t.ne.size() >= 2) bytes[std::string(dtype_name(t.type))] += t.nbytes;
+  }
+  std::string best;
+  size_t most = 0;
+  for (const auto& [name, b] : bytes) {
+    if (b > most) {
+      most = b;
+      best = name;
+    }
+  }
+  if (bytes.size() > 1) best += " (mixed: " + std::to_string(bytes.size()) + " types)";
+  return best;
+}
+
+}  // namespace ll3

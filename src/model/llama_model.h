@@ -1,0 +1,76 @@
+// The weights of a LLaMA-3 model, as views into the mapped checkpoint (GGUF file or Hugging Face
+// safetensors directory). Matrices are used in place, in whatever type the file stores them;
+// only the small norm and RoPE vectors are converted to float at load.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "kernels/weight_matrix.h"
+#include "model/llama_config.h"
+
+namespace ll3 {
+
+class GgufFile;
+class SafetensorsModel;
+
+struct LlamaLayer {
+  std::vector<float> attn_norm;  // (dim)
+  WeightMatrix wq;               // (n_heads * head_dim, dim)
+  WeightMatrix wk;               // (n_kv_heads * head_dim, dim)
+  WeightMatrix wv;               // (n_kv_heads * head_dim, dim)
+  WeightMatrix wo;               // (dim, n_heads * head_dim)
+  std::vector<float> ffn_norm;   // (dim)
+  WeightMatrix w_gate;           // (ffn_dim, dim)
+  WeightMatrix w_up;             // (ffn_dim, dim)
+  WeightMatrix w_down;           // (dim, ffn_dim)
+};
+
+// A tensor as a checkpoint stores it: ne[0] is the innermost (contiguous) dimension.
+struct TensorRef {
+  std::string name;
+  DType type = DType::F32;
+  std::vector<int64_t> ne;
+  const uint8_t* data = nullptr;
+  size_t nbytes = 0;
+};
+
+class LlamaModel {
+ public:
+  ~LlamaModel();
+  // path: a .gguf file, or a Hugging Face directory (config.json + *.safetensors).
+  static Result<std::unique_ptr<LlamaModel>> load(const std::string& path);
+
+  LlamaConfig config;
+  WeightMatrix tok_embd;            // (n_vocab, dim)
+  WeightMatrix output;              // (n_vocab, dim); the embedding matrix when tied
+  std::vector<float> output_norm;   // (dim)
+  std::vector<LlamaLayer> layers;   // (n_layers)
+  std::vector<float> rope_factors;  // (head_dim / 2) divisors of the RoPE frequencies; all 1 when unscaled
+
+  std::string path;
+  bool is_gguf() const { return gguf_ != nullptr; }
+  const GgufFile* gguf() const { return gguf_.get(); }
+  size_t weight_bytes() const;  // bytes of all matrices and vectors the model reads
+  std::string type_summary() const;  // "f32", "q4_k (mixed: 2 types)", ...
+
+ private:
+  LlamaModel() = default;
+  Status load_gguf(const std::string& path);
+  Status load_hf(const std::string& dir);
+  // Checks config against tensors_ (GGUF names) and fills the weights.
+  Status bind_weights();
+
+  std::unique_ptr<GgufFile> gguf_;
+  std::unique_ptr<SafetensorsModel> safetensors_;
+  std::vector<TensorRef> tensors_;  // every tensor of the checkpoint, under its GGUF name
+};
+
+// Llama 3.1 RoPE scaling: the per-dimension divisors of the RoPE frequencies ("rope_freqs").
+std::vector<float> llama3_rope_factors(const LlamaConfig& cfg);
+
+}  // namespace ll3
