@@ -1,0 +1,72 @@
+// Token sampling from a row of logits, in the order llama.cpp's default chain applies its
+// samplers: penalties, top-k, top-p, min-p, temperature, then a seeded draw.
+//
+// All scratch is allocated by the constructor; sample() allocates nothing, so it can sit on the
+// per-token path. Cost for a 128k vocabulary: one copy of the logits plus a partial sort of the
+// candidates that survive (top-k uses a k-heap; top-p sorts only as far as the cumulative mass
+// reaches p, and only among the tokens min-p keeps).
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace ll3 {
+
+inline constexpr uint64_t kRandomSeed = 0xFFFFFFFFFFFFFFFFull;
+
+struct SamplingParams {
+  float temperature = 0.8f;  // 0 (or less) => greedy: argmax of the penalized logits
+  int top_k = 40;            // <= 0 => off
+  float top_p = 0.95f;       // >= 1 => off
+  float min_p = 0.05f;       // <= 0 => off; keeps tokens with prob >= min_p * max prob
+  // llama.cpp semantics: a logit of a token seen in the window is divided by the penalty when
+  // positive and multiplied by it when negative. The window is the last repeat_last_n tokens of
+  // the history (-1 => all of it, 0 => no penalties); it applies to all three penalties.
+  float repeat_penalty = 1.0f;
+  int repeat_last_n = 64;
+  // OpenAI semantics: logit -= count * frequency_penalty + (count > 0) * presence_penalty.
+  float presence_penalty = 0.0f, frequency_penalty = 0.0f;
+  uint64_t seed = kRandomSeed;  // kRandomSeed => seeded from std::random_device
+};
+
+class Sampler {
+ public:
+  Sampler(const SamplingParams& p, int32_t n_vocab);
+
+  // Picks the next token from `logits` (n_vocab floats). `history` holds the tokens so far (the
+  // caller decides whether the prompt counts); only its last repeat_last_n entries are read, and
+  // ids outside [0, n_vocab) are ignored. NaN logits count as -inf. If every logit is -inf the
+  // result is the first token.
+  int32_t sample(const float* logits, const std::vector<int32_t>& history);
+
+  // Restart the random stream (kRandomSeed => a fresh random seed).
+  void reset(uint64_t seed);
+
+  const SamplingParams& params() const { return params_; }
+  int32_t n_vocab() const { return n_vocab_; }
+
+ private:
+  struct Candidate {
+    float logit;
+    int32_t id;
+  };
+
+  void apply_penalties(const std::vector<int32_t>& history);
+  // Truncates the candidates [0, n) by top-k, top-p and min-p; returns the new n.
+  size_t truncate(size_t n);
+  int32_t draw(size_t n);
+  double uniform01();
+
+  SamplingParams params_;
+  int32_t n_vocab_;
+  std::vector<Candidate> cand_;  // (n_vocab) working set; index == id until truncation reorders it
+  std::vector<int32_t> counts_;  // (n_vocab) occurrences in the penalty window; all zero between calls
+  std::vector<float> weights_;   // (n_vocab) unnormalized probabilities for the draw
+  std::mt19937_64 rng_;
+};
+
+// Index of the largest of n logits (the first one on ties); NaN never wins unless all are NaN.
+int32_t argmax(const float* logits, int32_t n);
+
+}  // namespace ll3
