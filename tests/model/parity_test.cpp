@@ -1,0 +1,175 @@
+// Parity with llama.cpp's logits (../shared/models/golden) and with an independent naive
+// reference on prompts no golden file covers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "engine/session.h"
+#include "reference_llama.h"
+#include "test_support.h"
+
+namespace ll3 {
+namespace {
+
+using test::rel_l2;
+
+std::unique_ptr<LlamaModel> load(const std::string& name) {
+  auto m = LlamaModel::load(test::shared_dir() + "/models/" + name);
+  EXPECT_TRUE(m.ok()) << m.message();
+  return m.ok() ? std::move(m.value()) : nullptr;
+}
+
+nlohmann::json golden(const std::string& model, const std::string& prompt) {
+  std::ifstream f(test::shared_dir() + "/models/golden/" + model + "/" + prompt + ".json");
+  return nlohmann::json::parse(f);
+}
+
+std::unique_ptr<Session> make_session(const LlamaModel& m, DType kv, int64_t ctx, int64_t batch = 256) {
+  SessionOptions o;
+  o.kv_type = kv;
+  o.context = ctx;
+  o.batch = batch;
+  auto s = Session::create(m, o);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return std::move(s.value());
+}
+
+int32_t argmax(const float* row, int64_t n) { return static_cast<int32_t>(std::max_element(row, row + n) - row); }
+
+// Relative L2 between our logits and the reference's at the reference's top-K ids.
+double topk_rel_l2(const float* ours, const nlohmann::json& ids, const nlohmann::json& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    double r = ref[i].get<double>(), o = ours[ids[i].get<int64_t>()];
+    num += (o - r) * (o - r);
+    den += r * r;
+  }
+  return std::sqrt(num / den);
+}
+
+double logsumexp(const float* row, int64_t n) {
+  double mx = *std::max_element(row, row + n), s = 0;
+  for (int64_t i = 0; i < n; ++i) s += std::exp(row[i] - mx);
+  return mx + std::log(s);
+}
+
+class GoldenF32 : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenF32, EveryPositionAndGreedyMatchLlamaCpp) {
+  LL3_REQUIRE_SHARED();
+  const std::string model = "tiny-llama3-f32";
+  auto m = load(model + ".gguf");
+  ASSERT_TRUE(m);
+  nlohmann::json g = golden(model, GetParam());
+  std::vector<int32_t> tokens = g["tokens"].get<std::vector<int32_t>>();
+  const int64_t V = m->config.n_vocab, n = static_cast<int64_t>(tokens.size());
+  auto s = make_session(*m, DType::F32, n + 32, 64);  // batch 64: P3 spans several steps
+  ASSERT_TRUE(s->eval(tokens, /*all_logits=*/true).ok());
+  const std::vector<float> all = s->logits();
+  for (int64_t p = 0; p < n; ++p) {
+    const float* row = all.data() + p * V;
+    EXPECT_LE(topk_rel_l2(row, g["topk_ids"][p], g["topk_logits"][p]), 1e-4) << "position " << p;
+    EXPECT_NEAR(logsumexp(row, V), g["logsumexp"][p].get<double>(), 1e-3) << "position " << p;
+    EXPECT_EQ(argmax(row, V), g["topk_ids"][p][0].get<int32_t>()) << "position " << p;
+  }
+  // The full last row.
+  test::Npy last = test::read_npy(test::shared_dir() + "/models/golden/" + model + "/" + GetParam() + ".last.npy");
+  ASSERT_EQ(static_cast<int64_t>(last.data.size()), V);
+  std::vector<double> ref(last.data.begin(), last.data.end());
+  EXPECT_LE(rel_l2(all.data() + (n - 1) * V, ref.data(), V), 1e-4);
+
+  // 32 greedy tokens, one at a time.
+  std::vector<int32_t> greedy;
+  int32_t next = argmax(all.data() + (n - 1) * V, V);
+  for (int i = 0; i < 32; ++i) {
+    greedy.push_back(next);
+    ASSERT_TRUE(s->eval(std::span<const int32_t>(&next, 1)).ok());
+    next = argmax(s->last_logits(), V);
+  }
+  EXPECT_EQ(greedy, g["greedy"].get<std::vector<int32_t>>());
+}
+
+INSTANTIATE_TEST_SUITE_P(Prompts, GoldenF32, ::testing::Values("P1", "P2", "P3"));
+
+TEST(GoldenF16Kv, LastRowCloseAndSameTop1) {
+  LL3_REQUIRE_SHARED();
+  auto m = load("tiny-llama3-f32.gguf");
+  ASSERT_TRUE(m);
+  for (const char* p : {"P1", "P2", "P3"}) {
+    nlohmann::json g = golden("tiny-llama3-f32", p);
+    std::vector<int32_t> tokens = g["tokens"].get<std::vector<int32_t>>();
+    auto s = make_session(*m, DType::F16, static_cast<int64_t>(tokens.size()));
+    ASSERT_TRUE(s->eval(tokens).ok());
+    test::Npy last = test::read_npy(test::shared_dir() + "/models/golden/tiny-llama3-f32/" + p + ".last.npy");
+    std::vector<double> ref(last.data.begin(), last.data.end());
+    EXPECT_LE(rel_l2(s->last_logits(), ref.data(), m->config.n_vocab), 2e-3) << p;
+    EXPECT_EQ(argmax(s->last_logits(), m->config.n_vocab), g["greedy"][0].get<int32_t>()) << p;
+  }
+}
+
+// Random prompts up to 1,000 tokens against the naive double-precision reference.
+TEST(HeldOut, RandomPromptsMatchNaiveReference) {
+  LL3_REQUIRE_SHARED();
+  auto m = load("tiny-llama3-f32.gguf");
+  ASSERT_TRUE(m);
+  std::mt19937 rng(1234);
+  for (int64_t len : {7, 300, 1000}) {
+    std::vector<int32_t> tokens{128000};
+    std::uniform_int_distribution<int32_t> id(0, 127999);
+    while (static_cast<int64_t>(tokens.size()) < len) tokens.push_back(id(rng));
+    std::vector<int64_t> positions;
+    for (int64_t p = 0; p < len; p += std::max<int64_t>(1, len / 5)) positions.push_back(p);
+    positions.push_back(len - 1);
+    auto ref = test::reference_logits(*m, tokens, positions);
+    auto s = make_session(*m, DType::F32, len, 128);
+    ASSERT_TRUE(s->eval(tokens, true).ok());
+    const int64_t V = m->config.n_vocab;
+    for (size_t i = 0; i < positions.size(); ++i) {
+      EXPECT_LE(rel_l2(s->logits().data() + positions[i] * V, ref[i].data(), V), 1e-4)
+          << "length " << len << " position " << positions[i];
+    }
+  }
+}
+
+// Prompt in one pass == prompt token by token (the KV cache and positions are consistent).
+TEST(KvCache, IncrementalEqualsBatched) {
+  LL3_REQUIRE_SHARED();
+  auto m = load("tiny-llama3-f32.gguf");
+  ASSERT_TRUE(m);
+  std::mt19937 rng(99);
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 50; ++i) tokens.push_back(static_cast<int32_t>(rng() % 128000));
+  auto a = make_session(*m, DType::F32, 64);
+  ASSERT_TRUE(a->eval(tokens).ok());
+  auto b = make_session(*m, DType::F32, 64, 7);
+  for (int32_t t : tokens) ASSERT_TRUE(b->eval(std::span<const int32_t>(&t, 1)).ok());
+  const int64_t V = m->config.n_vocab;
+  std::vector<double> ref(a->last_logits(), a->last_logits() + V);
+  EXPECT_LE(rel_l2(b->last_logits(), ref.data(), V), 1e-5);
+  // truncate + re-eval gives the same again.
+  b->truncate(20);
+  ASSERT_TRUE(b->eval(std::span<const int32_t>(tokens).subspan(20)).ok());
+  EXPECT_LE(rel_l2(b->last_logits(), ref.data(), V), 1e-5);
+}
+
+TEST(KvCache, ContextFullIsAnError) {
+  LL3_REQUIRE_SHARED();
+  auto m = load("tiny-llama3-f32.gguf");
+  ASSERT_TRUE(m);
+  auto s = make_session(*m, DType::F16, 16);
+  std::vector<int32_t> tokens(17, 100);
+  Status st = s->eval(tokens);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.message(), "context full: 0 tokens in the cache + 17 new exceed the context of 16");
+  EXPECT_EQ(s->n_past(), 0);
+  std::vector<int32_t> bad{1, 999999};
+  st = s->eval(bad);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.message(), "forward: token id 999999 is out of range (vocabulary of 128256)");
+}
+
+}  // namespace
+}  // namespace ll3
