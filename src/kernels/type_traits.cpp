@@ -1,6 +1,7 @@
 #include "kernels/type_traits.h"
 
 #include <array>
+#include <type_traits>
 
 #include "core/cpu_features.h"
 #include "kernels/float_kernels.h"
@@ -35,6 +36,32 @@ Table make_ref_table() {
   return t;
 }
 
+// The quantized types' SIMD kernels (to_float is exact in every version; from_float stays scalar).
+struct Avx2 {};
+struct Avx512 {};
+template <class Isa>
+void set_quant_kernels(Table& t) {
+#define LL3_SET(T, lower)                                                 \
+  if constexpr (std::is_same_v<Isa, Avx2>) {                              \
+    t[size_t(DType::T)].to_float = kernels::avx2::lower##_to_float;       \
+    t[size_t(DType::T)].dot_f32 = kernels::avx2::lower##_dot;             \
+  } else {                                                                \
+    t[size_t(DType::T)].to_float = kernels::avx512::lower##_to_float;     \
+    t[size_t(DType::T)].dot_f32 = kernels::avx512::lower##_dot;           \
+  }
+  LL3_SET(Q4_0, q4_0)
+  LL3_SET(Q4_1, q4_1)
+  LL3_SET(Q5_0, q5_0)
+  LL3_SET(Q5_1, q5_1)
+  LL3_SET(Q8_0, q8_0)
+  LL3_SET(Q2_K, q2_k)
+  LL3_SET(Q3_K, q3_k)
+  LL3_SET(Q4_K, q4_k)
+  LL3_SET(Q5_K, q5_k)
+  LL3_SET(Q6_K, q6_k)
+#undef LL3_SET
+}
+
 Table make_best_table() {
   Table t = make_ref_table();
   const CpuFeatures& cpu = cpu_features();
@@ -43,11 +70,13 @@ Table make_best_table() {
     t[size_t(DType::F16)].dot_f32 = kernels::avx2::f16_dot;
     t[size_t(DType::F16)].to_float = kernels::avx2::f16_to_float;
     t[size_t(DType::BF16)].dot_f32 = kernels::avx2::bf16_dot;
+    set_quant_kernels<Avx2>(t);
   }
   if (cpu.has_avx512_set()) {
     t[size_t(DType::F32)].dot_f32 = kernels::avx512::f32_dot;
     t[size_t(DType::F16)].dot_f32 = kernels::avx512::f16_dot;
     t[size_t(DType::BF16)].dot_f32 = kernels::avx512::bf16_dot;
+    set_quant_kernels<Avx512>(t);
   }
   return t;
 }
