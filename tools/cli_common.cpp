@@ -53,3 +53,88 @@ Result<std::unique_ptr<LlamaModel>> load_model_verbose(const std::string& path) 
 }
 
 }  // namespace ll3::cli
+
+namespace ll3::cli {
+
+void add_generation_flags(ArgParser& ap, GenerationFlags* f) {
+  SamplingParams& s = f->gen.sampling;
+  ap.add_int({"-n", "--max-tokens"}, "N", "tokens to generate (default 256; -1: until the context is full)",
+             &f->max_tokens);
+  ap.add_float({"--temp", "--temperature"}, "T", "sampling temperature; 0 = greedy (default 0.8)", &s.temperature);
+  ap.add_int({"--top-k"}, "K", "keep the K most likely tokens; 0 = off (default 40)", &s.top_k);
+  ap.add_float({"--top-p"}, "P", "nucleus sampling; 1 = off (default 0.95)", &s.top_p);
+  ap.add_float({"--min-p"}, "P", "drop tokens below P x the best one's probability; 0 = off (default 0.05)", &s.min_p);
+  ap.add_float({"--repeat-penalty"}, "X", "penalise repeated tokens; 1 = off (default 1.0)", &s.repeat_penalty);
+  ap.add_int({"--repeat-last-n"}, "N", "tokens the repeat penalty looks back over (default 64)", &s.repeat_last_n);
+  ap.add_float({"--presence-penalty"}, "X", "OpenAI-style presence penalty (default 0)", &s.presence_penalty);
+  ap.add_float({"--frequency-penalty"}, "X", "OpenAI-style frequency penalty (default 0)", &s.frequency_penalty);
+  ap.add_int({"-s", "--seed"}, "S", "random seed; same seed, same output (default: random)", &f->seed);
+  ap.add({"--stop"}, "TEXT", "stop when TEXT is generated (repeatable)", [f](const std::string& v) {
+    f->stop.push_back(v);
+    return std::string();
+  });
+  ap.add_flag({"--ignore-eos"}, "keep generating after end-of-generation tokens", &f->gen.ignore_eos);
+  ap.add_int({"-t", "--threads"}, "N", "threads (default: all cores)", &f->threads);
+  ap.add_int({"-c", "--ctx"}, "N", "context size in tokens (default: min(model, 4096))", &f->ctx);
+  ap.add_int({"-b", "--batch"}, "N", "prompt tokens per forward step (default 256)", &f->batch);
+  ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32 or f16 (default f16)", &f->kv_type);
+}
+
+std::string finish_generation_flags(GenerationFlags* f, SessionOptions* so) {
+  Result<DType> kvt = parse_kv_type(f->kv_type);
+  if (!kvt.ok()) return kvt.message();
+  if (f->batch <= 0) return "--batch must be positive";
+  if (f->ctx < 0) return "--ctx must not be negative";
+  if (f->seed < -1) return "--seed must be a non-negative integer";
+  if (f->gen.sampling.top_p <= 0 || f->gen.sampling.temperature < 0) return "--top-p must be > 0 and --temp >= 0";
+  f->gen.sampling.seed = f->seed < 0 ? kRandomSeed : static_cast<uint64_t>(f->seed);
+  f->gen.stop = f->stop;
+  f->gen.max_tokens = f->max_tokens;
+  so->kv_type = kvt.value();
+  so->threads = f->threads;
+  so->context = f->ctx;
+  so->batch = f->batch;
+  return "";
+}
+
+}  // namespace ll3::cli
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+namespace ll3::cli {
+
+Result<std::string> resolve_model_path(const std::string& path) {
+  if (!path.empty()) return path;
+  namespace fs = std::filesystem;
+  std::string target;
+  if (const char* env = std::getenv("LL3_DEFAULT_MODEL"); env != nullptr && *env != '\0') {
+    target = env;
+  } else {
+    const char* home = std::getenv("HOME");
+    target = std::string(home != nullptr ? home : "/tmp") + "/.cache/ll3/models/llama3.2-1b-f16-seed1.gguf";
+  }
+  std::error_code ec;
+  if (fs::exists(target, ec)) return target;
+  fs::create_directories(fs::path(target).parent_path(), ec);
+  std::fprintf(stderr, "ll3: no -m given; making the default model %s (llama3.2-1b preset, f16, seed 1)\n",
+               target.c_str());
+  // The same binary's make-model, in a child process.
+  pid_t pid = fork();
+  if (pid < 0) return Status::error("cannot start make-model: fork failed");
+  if (pid == 0) {
+    execl("/proc/self/exe", "ll3", "make-model", "--preset", "llama3.2-1b", "--type", "f16", "--seed", "1",
+          "--out", target.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !fs::exists(target, ec)) {
+    return Status::errorf("making the default model %s failed", target.c_str());
+  }
+  return target;
+}
+
+}  // namespace ll3::cli

@@ -24,3 +24,29 @@ Result<std::unique_ptr<LlamaModel>> load_model_verbose(const std::string& path);
 double now_seconds();
 
 }  // namespace ll3::cli
+
+#include "cli_args.h"
+#include "engine/generate.h"
+
+namespace ll3::cli {
+
+// Flags shared by run, chat (and serve): sampling, stop strings, max tokens, threads, context.
+struct GenerationFlags {
+  GenerateOptions gen;
+  long long max_tokens = 256;
+  long long seed = -1;
+  std::vector<std::string> stop;
+  int threads = 0;
+  long long ctx = 0;
+  long long batch = 256;
+  std::string kv_type = "f16";
+};
+void add_generation_flags(ArgParser& ap, GenerationFlags* f);
+// Turns the parsed flags into session options and generate options; "" or a usage error.
+std::string finish_generation_flags(GenerationFlags* f, SessionOptions* so);
+
+// The model to use: `path` if given, else the default model (made once with make-model's
+// llama3.2-1b preset in ~/.cache/ll3/models; LL3_DEFAULT_MODEL overrides the path).
+Result<std::string> resolve_model_path(const std::string& path);
+
+}  // namespace ll3::cli

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Configures and builds ll3 (Release, clang) into build/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs="$(nproc 2>/dev/null || echo 2)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ "$@" >/dev/null
+cmake --build build -j"$jobs"

