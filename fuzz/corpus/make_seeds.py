@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora for the parser fuzzers: small, valid files that reach deep into each
+parser (every GGUF metadata type, nested arrays, alignment, several tensor types; safetensors
+with metadata and several dtypes). Run from anywhere; the outputs are committed, so this is only
+needed when the seeds should change. Standard library only."""
+import json
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# GGUF value type ids.
+U8, I8, U16, I16, U32, I32, F32, BOOL, STRING, ARRAY, U64, I64, F64 = range(13)
+SCALAR_FMT = {U8: "<B", I8: "<b", U16: "<H", I16: "<h", U32: "<I", I32: "<i", F32: "<f",
+              BOOL: "<?", U64: "<Q", I64: "<q", F64: "<d"}
+# ggml tensor type ids and (block elements, block bytes).
+T_F32, T_F16, T_Q4_0, T_Q8_0, T_BF16 = 0, 1, 2, 8, 30
+BLOCK = {T_F32: (1, 4), T_F16: (1, 2), T_Q4_0: (32, 18), T_Q8_0: (32, 34), T_BF16: (1, 2)}
+
+
+def gguf_string(s):
+    b = s.encode("utf-8")
+    return struct.pack("<Q", len(b)) + b
+
+
+def gguf_value(vtype, v):
+    if vtype == STRING:
+        return gguf_string(v)
+    if vtype == ARRAY:
+        etype, items = v
+        out = struct.pack("<IQ", etype, len(items))
+        for it in items:
+            out += gguf_value(etype, it)
+        return out
+    return struct.pack(SCALAR_FMT[vtype], v)
+
+
+def gguf_file(version, kvs, tensors, alignment=32):
+    """kvs: [(key, type, value)]; tensors: [(name, type, dims)] with dims innermost first."""
+    out = b"GGUF" + struct.pack("<I", version) + struct.pack("<QQ", len(tensors), len(kvs))
+    for key, vtype, v in kvs:
+        out += gguf_string(key) + struct.pack("<I", vtype) + gguf_value(vtype, v)
+    offset, datas = 0, []
+    for name, ttype, dims in tensors:
+        n = 1
+        for d in dims:
+            n *= d
+        blk, nbytes = BLOCK[ttype]
+        size = n // blk * nbytes
+        out += gguf_string(name) + struct.pack("<I", len(dims))
+        out += b"".join(struct.pack("<Q", d) for d in dims)
+        out += struct.pack("<IQ", ttype, offset)
+        # Deterministic non-zero bytes (the parser never interprets them).
+        datas.append((offset, bytes((i * 37 + len(name)) & 0xFF for i in range(size))))
+        offset += (size + alignment - 1) // alignment * alignment
+    out += b"\0" * (-len(out) % alignment)
+    data = bytearray(offset)
+    for off, d in datas:
+        data[off:off + len(d)] = d
+    return out + bytes(data)
+
+
+def gguf_seeds():
+    every_type = [
+        ("general.architecture", STRING, "llama"),
+        ("general.name", STRING, "seed \u00e9\u4e2d"),
+        ("general.alignment", U32, 32),
+        ("t.u8", U8, 200), ("t.i8", I8, -7), ("t.u16", U16, 60000), ("t.i16", I16, -300),
+        ("t.u32", U32, 4000000000), ("t.i32", I32, -123456), ("t.f32", F32, 0.5),
+        ("t.bool", BOOL, True), ("t.u64", U64, 2**63 + 5), ("t.i64", I64, -(2**40)),
+        ("t.f64", F64, 1e-300),
+        ("t.arr_i32", ARRAY, (I32, [1, -2, 3, -4])),
+        ("t.arr_f32", ARRAY, (F32, [0.25, -1.5])),
+        ("t.arr_bool", ARRAY, (BOOL, [True, False, True])),
+        ("t.arr_u64", ARRAY, (U64, [1, 2**40])),
+        ("t.arr_str", ARRAY, (STRING, ["a", "", "\u00fcber"])),
+        ("t.arr_nested", ARRAY, (ARRAY, [(I16, [1, 2]), (STRING, ["x"]), (ARRAY, [(U8, [9])])])),
+        ("t.arr_empty", ARRAY, (F64, [])),
+    ]
+    tensors = [("token_embd.weight", T_F32, [4, 3]), ("blk.0.attn_q.weight", T_F16, [8, 2]),
+               ("blk.0.ffn_up.weight", T_BF16, [2, 2, 2]), ("q8", T_Q8_0, [32, 2]),
+               ("q4", T_Q4_0, [64])]
+    llama = [
+        ("general.architecture", STRING, "llama"),
+        ("llama.block_count", U32, 2), ("llama.context_length", U32, 256),
+        ("llama.embedding_length", U32, 8), ("llama.feed_forward_length", U32, 16),
+        ("llama.attention.head_count", U32, 2), ("llama.attention.head_count_kv", U32, 1),
+        ("llama.rope.freq_base", F32, 500000.0),
+        ("llama.attention.layer_norm_rms_epsilon", F32, 1e-5),
+        ("tokenizer.ggml.model", STRING, "gpt2"), ("tokenizer.ggml.pre", STRING, "llama-bpe"),
+        ("tokenizer.ggml.tokens", ARRAY, (STRING, ["a", "b", "ab", "<|eot_id|>"])),
+        ("tokenizer.ggml.token_type", ARRAY, (I32, [1, 1, 1, 3])),
+        ("tokenizer.ggml.merges", ARRAY, (STRING, ["a b"])),
+        ("tokenizer.ggml.eos_token_id", U32, 3),
+    ]
+    llama_tensors = [("token_embd.weight", T_F32, [8, 4]), ("output_norm.weight", T_F32, [8]),
+                     ("blk.0.attn_norm.weight", T_F32, [8]), ("rope_freqs.weight", T_F32, [2])]
+    return {
+        "v3_every_type.gguf": gguf_file(3, every_type, tensors),
+        "v2_minimal.gguf": gguf_file(2, [("general.architecture", STRING, "llama")],
+                                     [("w", T_F32, [16])]),
+        "v3_align64.gguf": gguf_file(3, [("general.alignment", U32, 64)],
+                                     [("a", T_F16, [5]), ("b", T_F32, [3, 1, 1, 2])], alignment=64),
+        "v3_llama.gguf": gguf_file(3, llama, llama_tensors),
+        "v3_empty.gguf": gguf_file(3, [], []),
+    }
+
+
+def safetensors_file(tensors, metadata=None):
+    """tensors: [(name, dtype, shape, element bytes)]"""
+    header, offset, data = {}, 0, b""
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    for name, dtype, shape, esize in tensors:
+        n = esize
+        for d in shape:
+            n *= d
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n]}
+        data += bytes((i * 13 + 1) & 0xFF for i in range(n))
+        offset += n
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+
+
+def safetensors_seeds():
+    return {
+        "mixed.safetensors": safetensors_file(
+            [("model.embed_tokens.weight", "F32", [4, 3], 4),
+             ("model.layers.0.self_attn.q_proj.weight", "F16", [2, 2], 2),
+             ("model.norm.weight", "BF16", [3], 2), ("scalar", "F32", [], 4),
+             ("empty", "F16", [0, 4], 2)],
+            metadata={"format": "pt"}),
+        "single.safetensors": safetensors_file([("w", "F32", [2], 4)]),
+        "empty.safetensors": safetensors_file([]),
+    }
+
+
+def write(subdir, files):
+    d = os.path.join(HERE, subdir)
+    os.makedirs(d, exist_ok=True)
+    for name, blob in files.items():
+        assert len(blob) < 64 * 1024, name
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(blob)
+
+
+if __name__ == "__main__":
+    write("gguf", gguf_seeds())
+    write("safetensors", safetensors_seeds())
