@@ -25,5 +25,7 @@ struct CommandRegistrar {
 
 }  // namespace ll3::cli
 
+#define LL3_COMMAND_CONCAT2(a, b) a##b
+#define LL3_COMMAND_CONCAT(a, b) LL3_COMMAND_CONCAT2(a, b)
 #define LL3_COMMAND(name, summary, fn) \
-  static ::ll3::cli::CommandRegistrar ll3_registrar_##fn(name, summary, fn)
+  static ::ll3::cli::CommandRegistrar LL3_COMMAND_CONCAT(ll3_registrar_, __COUNTER__)(name, summary, fn)

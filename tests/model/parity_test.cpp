@@ -94,6 +94,49 @@ TEST_P(GoldenF32, EveryPositionAndGreedyMatchLlamaCpp) {
 
 INSTANTIATE_TEST_SUITE_P(Prompts, GoldenF32, ::testing::Values("P1", "P2", "P3"));
 
+// Quantized files against llama.cpp's float-activation reference (ll3 keeps activations in
+// float): every position within 2e-3 and the same top-1 wherever the reference's margin is >= 0.1.
+struct QuantCase {
+  const char* model;
+  const char* prompt;
+};
+class GoldenQuant : public ::testing::TestWithParam<QuantCase> {};
+
+TEST_P(GoldenQuant, EveryPositionMatchesFloatActivationReference) {
+  LL3_REQUIRE_SHARED();
+  const std::string model = GetParam().model, prompt = GetParam().prompt;
+  auto m = load(model + ".gguf");
+  ASSERT_TRUE(m);
+  nlohmann::json g = golden(model + ".f32act", prompt);
+  std::vector<int32_t> tokens = g["tokens"].get<std::vector<int32_t>>();
+  const int64_t V = m->config.n_vocab, n = static_cast<int64_t>(tokens.size());
+  auto s = make_session(*m, DType::F32, n);
+  ASSERT_TRUE(s->eval(tokens, true).ok());
+  const std::vector<float>& all = s->logits();
+  for (int64_t p = 0; p < n; ++p) {
+    const float* row = all.data() + p * V;
+    EXPECT_LE(topk_rel_l2(row, g["topk_ids"][p], g["topk_logits"][p]), 2e-3) << "position " << p;
+    EXPECT_NEAR(logsumexp(row, V), g["logsumexp"][p].get<double>(), 2e-2) << "position " << p;
+    if (g["topk_logits"][p][0].get<double>() - g["topk_logits"][p][1].get<double>() >= 0.1) {
+      EXPECT_EQ(argmax(row, V), g["topk_ids"][p][0].get<int32_t>()) << "position " << p;
+    }
+  }
+  test::Npy last = test::read_npy(test::shared_dir() + "/models/golden/" + model + ".f32act/" + prompt + ".last.npy");
+  std::vector<double> ref(last.data.begin(), last.data.end());
+  EXPECT_LE(rel_l2(all.data() + (n - 1) * V, ref.data(), V), 2e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Files, GoldenQuant,
+    ::testing::Values(QuantCase{"small-llama31-q4_k_m", "P1"}, QuantCase{"small-llama31-q4_k_m", "P2"},
+                      QuantCase{"small-llama31-q4_k_m", "P3"}, QuantCase{"small-llama32-mixed", "P1"},
+                      QuantCase{"small-llama32-mixed", "P2"}, QuantCase{"small-llama32-mixed", "P3"}),
+    [](const ::testing::TestParamInfo<QuantCase>& i) {
+      std::string n = std::string(i.param.model) + "_" + i.param.prompt;
+      for (char& c : n) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+      return n;
+    });
+
 TEST(GoldenF16Kv, LastRowCloseAndSameTop1) {
   LL3_REQUIRE_SHARED();
   auto m = load("tiny-llama3-f32.gguf");
