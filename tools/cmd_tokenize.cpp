@@ -1,0 +1,262 @@
+// ll3 tokenize / detokenize / template: the tokenizer and chat templates from the command line.
+//   ll3 tokenize -m MODEL --text "Hello" [--ids] [--parse-special] [--add-bos]
+//   ll3 tokenize --tokenizer DIR --jsonl in.jsonl        ({"text": ...} -> {"ids": [...]} per line)
+//   ll3 detokenize -m MODEL --ids 9906,1917
+//   ll3 template -m MODEL --messages chat.json [--no-generation-prompt]
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_args.h"
+#include "commands.h"
+// #include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode.h"
+
+namespace ll3::cli {
+namespace {
+
+using json = nlohmann::json;
+
+bool read_input(const std::string& path, std::string* out) {
+  if (path == "-") {
+    std::ostringstream ss;
+    ss << std::cin.rdbuf();
+    *out = ss.str();
+    return true;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  *out = ss.str();
+  return !in.bad();
+}
+
+// JSON text of arbitrary bytes (invalid UTF-8 shown as U+FFFD).
+std::string json_string(std::string_view bytes) {
+  std::string s;
+  append_utf8_lossy(s, bytes);
+  return json(s).dump();
+}
+
+std::string ids_json(const std::vector<int32_t>& ids) {
+  std::string s = "[";
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(ids[i]);
+  }
+  return s + "]";
+}
+
+// -m MODEL or --tokenizer FILE_OR_DIR (either names a GGUF file or a Hugging Face directory /
+// tokenizer.json).
+struct TokenizerFlags {
+  std::string model, tokenizer;
+  void add(ArgParser& ap) {
+    ap.add_string({"-m", "--model"}, "MODEL", "GGUF file or Hugging Face model directory", &model);
+    ap.add_string({"--tokenizer"}, "FILE_OR_DIR", "tokenizer.json or a directory holding it", &tokenizer);
+  }
+  // Returns nullptr after printing the error; *code gets the exit code.
+  std::unique_ptr<Tokenizer> load(const ArgParser& ap, int* code) const {
+    if (model.empty() == tokenizer.empty()) {
+      *code = ap.usage_error("give exactly one of -m MODEL or --tokenizer FILE_OR_DIR");
+      return nullptr;
+    }
+    auto t = load_tokenizer(model.empty() ? tokenizer : model);
+    if (!t.ok()) {
+      std::fprintf(stderr, "ll3: %s\n", t.message().c_str());
+      *code = 1;
+      return nullptr;
+    }
+    return std::move(*t);
+  }
+};
+
+int cmd_tokenize(int argc, char** argv) {
+  ArgParser ap("tokenize",
+               "ll3 tokenize (-m MODEL | --tokenizer FILE_OR_DIR) (--text TEXT | --file F | --jsonl F) "
+               "[--ids] [--parse-special] [--add-bos] [--bench N]",
+               "Tokenize text. Prints one token per line (id and piece), or with --ids the ids as a "
+               "JSON array. --jsonl: each input line {\"text\": ...} gives an output line {\"ids\": [...]}.");
+  TokenizerFlags tf;
+  tf.add(ap);
+  std::string text, file, jsonl;
+  bool text_given = false, ids_only = false, parse_special = false, add_bos = false;
+  int bench = 0;
+  ap.add({"--text"}, "TEXT", "the text to tokenize", [&](const std::string& v) {
+    text = v;
+    text_given = true;
+    return std::string();
+  });
+  ap.add_string({"--file"}, "F", "read the text from a file ('-' for stdin)", &file);
+  ap.add_string({"--jsonl"}, "F", "batch mode: JSON lines {\"text\": ...} ('-' for stdin)", &jsonl);
+  ap.add_flag({"--ids"}, "print only the ids, as a JSON array", &ids_only);
+  ap.add_flag({"--parse-special"}, "recognise special-token text such as <|eot_id|>", &parse_special);
+  ap.add_flag({"--add-bos"}, "prepend the BOS token", &add_bos);
+  ap.add_int({"--bench"}, "N", "tokenize the input N times and report MB/s (one thread)", &bench);
+  int rc = ap.parse(argc, argv);
+  if (rc >= 0) return rc;
+  if (int(text_given) + int(!file.empty()) + int(!jsonl.empty()) != 1) {
+    return ap.usage_error("give exactly one of --text, --file or --jsonl");
+  }
+  if (bench < 0) return ap.usage_error("--bench must be positive");
+  auto tok = tf.load(ap, &rc);
+  if (!tok) return rc;
+
+  if (!jsonl.empty()) {
+    std::string data;
+    if (!read_input(jsonl, &data)) {
+      std::fprintf(stderr, "ll3 tokenize: cannot read %s\n", jsonl.c_str());
+      return 1;
+    }
+    std::istringstream in(data);
+    std::string line, out;
+    size_t lineno = 0;
+    std::vector<int32_t> ids;
+    while (std::getline(in, line)) {
+      ++lineno;
+      if (line.empty() || line == "\r") continue;
+      json j = json::parse(line, nullptr, false);
+      if (j.is_discarded() || !j.is_object() || !j.contains("text") || !j["text"].is_string()) {
+        std::fprintf(stderr, "ll3 tokenize: %s:%zu: expected {\"text\": \"...\"}\n", jsonl.c_str(), lineno);
+        return 1;
+      }
+      ids.clear();
+      tok->encode_into(j["text"].get_ref<const std::string&>(), add_bos, parse_special, ids);
+      out = "{\"ids\": " + ids_json(ids) + "}\n";
+      std::fwrite(out.data(), 1, out.size(), stdout);
+    }
+    return 0;
+  }
+  if (!file.empty() && !read_input(file, &text)) {
+    std::fprintf(stderr, "ll3 tokenize: cannot read %s\n", file.c_str());
+    return 1;
+  }
+  if (bench > 0) {
+    size_t n_tokens = 0;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < bench; ++i) n_tokens = tok->encode(text, add_bos, parse_special).size();
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double mb = double(text.size()) * bench / 1e6;
+    std::printf("%zu bytes -> %zu tokens, %d runs, %.3f s: %.2f MB/s, %.2f M tokens/s\n", text.size(),
+                n_tokens, bench, secs, mb / secs, double(n_tokens) * bench / 1e6 / secs);
+    return 0;
+  }
+  auto ids = tok->encode(text, add_bos, parse_special);
+  if (ids_only) {
+    std::printf("%s\n", ids_json(ids).c_str());
+  } else {
+    for (int32_t id : ids) std::printf("%d\t%s\n", id, json_string(tok->piece(id)).c_str());
+  }
+  return 0;
+}
+
+// Ids from "1,2 3" or a JSON array.
+bool parse_ids(const std::string& s, std::vector<int32_t>* out) {
+  std::string t = s;
+  for (char& c : t)
+    if (c == ',' || c == '[' || c == ']' || c == '\n' || c == '\r' || c == '\t') c = ' ';
+  std::istringstream in(t);
+  std::string w;
+  while (in >> w) {
+    char* end = nullptr;
+    long v = std::strtol(w.c_str(), &end, 10);
+    if (*end != '\0' || v < 0 || v > 0x7FFFFFFF) return false;
+    out->push_back(int32_t(v));
+  }
+  return true;
+}
+
+int cmd_detokenize(int argc, char** argv) {
+  ArgParser ap("detokenize",
+               "ll3 detokenize (-m MODEL | --tokenizer FILE_OR_DIR) (--ids 1,2,3 | --file F | --jsonl F) [--stream]",
+               "Decode token ids to text (raw bytes). --jsonl: each line {\"ids\": [...]} gives "
+               "{\"text\": ...} (invalid UTF-8 as U+FFFD). --stream decodes id by id as a streaming "
+               "client would (only whole UTF-8 characters), one chunk per line as JSON strings.");
+  TokenizerFlags tf;
+  tf.add(ap);
+  std::string ids_arg, file, jsonl;
+  bool stream = false;
+  ap.add_string({"--ids"}, "IDS", "comma- or space-separated ids, or a JSON array", &ids_arg);
+  ap.add_string({"--file"}, "F", "read the ids from a file ('-' for stdin)", &file);
+  ap.add_string({"--jsonl"}, "F", "batch mode: JSON lines {\"ids\": [...]}", &jsonl);
+  ap.add_flag({"--stream"}, "decode with the streaming detokenizer", &stream);
+  int rc = ap.parse(argc, argv);
+  if (rc >= 0) return rc;
+  if (int(!ids_arg.empty()) + int(!file.empty()) + int(!jsonl.empty()) != 1) {
+    return ap.usage_error("give exactly one of --ids, --file or --jsonl");
+  }
+  auto tok = tf.load(ap, &rc);
+  if (!tok) return rc;
+  auto check = [&](const std::vector<int32_t>& ids) {
+    for (int32_t id : ids)
+      if (id >= tok->n_vocab()) {
+        std::fprintf(stderr, "ll3 detokenize: id %d out of range (vocabulary has %d tokens)\n", id, tok->n_vocab());
+        return false;
+      }
+    return true;
+  };
+  if (!jsonl.empty()) {
+    std::string data;
+    if (!read_input(jsonl, &data)) {
+      std::fprintf(stderr, "ll3 detokenize: cannot read %s\n", jsonl.c_str());
+      return 1;
+    }
+    std::istringstream in(data);
+    std::string line;
+    size_t lineno = 0;
+    while (std::getline(in, line)) {
+      ++lineno;
+      if (line.empty() || line == "\r") continue;
+      json j = json::parse(line, nullptr, false);
+      std::vector<int32_t> ids;
+      bool ok = !j.is_discarded() && j.is_object() && j.contains("ids") && j["ids"].is_array();
+      if (ok) {
+        for (const auto& x : j["ids"]) {
+          if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= tok->n_vocab()) ok = false;
+          else ids.push_back(x.get<int32_t>());
+        }
+      }
+      if (!ok) {
+        std::fprintf(stderr, "ll3 detokenize: %s:%zu: expected {\"ids\": [valid ids]}\n", jsonl.c_str(), lineno);
+        return 1;
+      }
+      std::printf("{\"text\": %s}\n", json_string(tok->decode(ids)).c_str());
+    }
+    return 0;
+  }
+  std::string src = ids_arg;
+  if (!file.empty() && !read_input(file, &src)) {
+    std::fprintf(stderr, "ll3 detokenize: cannot read %s\n", file.c_str());
+    return 1;
+  }
+  std::vector<int32_t> ids;
+  if (!parse_ids(src, &ids)) return ap.usage_error("ids must be non-negative integers");
+  if (!check(ids)) return 1;
+  if (stream) {
+    StreamDecoder sd(*tok);
+    for (int32_t id : ids) {
+      std::string s = sd.push(id);
+      if (!s.empty()) std::printf("%s\n", json(s).dump().c_str());
+    }
+    std::string s = sd.flush();
+    if (!s.empty()) std::printf("%s\n", json(s).dump().c_str());
+    return 0;
+  }
+  std::string text = tok->decode(ids);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return 0;
+}
+
+LL3_COMMAND("tokenize", "text to token ids (also --jsonl batches and --bench)", cmd_tokenize);
+LL3_COMMAND("detokenize", "token ids to text", cmd_detokenize);
+
+}  // namespace
+}  // namespace ll3::cli
