@@ -373,8 +373,8 @@ Status GgufFile::parse_all() {
   for (GgufTensorInfo& t : tensors_) {
     if (t.offset > data_size || t.nbytes > data_size - t.offset) {
       return Status::errorf(
-          "tensor '%s' extends past end of file (offset %llu, size %llu, data section %llu bytes)",
-          t.name.c_str(), static_cast<unsigned long long>(data_offset_ + t.offset),
+          "tensor '%s' extends past end of file (offset %llu in the data section, size %llu, data section %llu bytes)",
+          t.name.c_str(), static_cast<unsigned long long>(t.offset),
           static_cast<unsigned long long>(t.nbytes), static_cast<unsigned long long>(data_size));
     }
     t.data = data_ + data_offset_ + t.offset;
