@@ -11,6 +11,19 @@ namespace ll3::kernels {
   void T##_from_float(const float* src, void* dst, int64_t n);    \
   float T##_dot(const void* row, const float* x, int64_t n);
 
+// Integer-path dots: weight row of type W times activations quantized to A (Q8_0 / Q8_1 / Q8_K).
+#define LL3_QUANT_INT_DOTS                                          \
+  float q4_0_dot_q8_0(const void* row, const void* xq, int64_t n);  \
+  float q4_1_dot_q8_1(const void* row, const void* xq, int64_t n);  \
+  float q5_0_dot_q8_0(const void* row, const void* xq, int64_t n);  \
+  float q5_1_dot_q8_1(const void* row, const void* xq, int64_t n);  \
+  float q8_0_dot_q8_0(const void* row, const void* xq, int64_t n);  \
+  float q2_k_dot_q8_k(const void* row, const void* xq, int64_t n);  \
+  float q3_k_dot_q8_k(const void* row, const void* xq, int64_t n);  \
+  float q4_k_dot_q8_k(const void* row, const void* xq, int64_t n);  \
+  float q5_k_dot_q8_k(const void* row, const void* xq, int64_t n);  \
+  float q6_k_dot_q8_k(const void* row, const void* xq, int64_t n);
+
 #define LL3_QUANT_SIMD_KERNELS(T)                                 \
   void T##_to_float(const void* src, float* dst, int64_t n);      \
   float T##_dot(const void* row, const float* x, int64_t n);
@@ -27,6 +40,8 @@ LL3_QUANT_ROW_KERNELS(q4_k)
 LL3_QUANT_ROW_KERNELS(q5_k)
 LL3_QUANT_ROW_KERNELS(q6_k)
 LL3_QUANT_ROW_KERNELS(q8_k)
+LL3_QUANT_ROW_KERNELS(q8_1)
+LL3_QUANT_INT_DOTS
 }  // namespace ref
 
 namespace avx2 {
@@ -40,6 +55,7 @@ LL3_QUANT_SIMD_KERNELS(q3_k)
 LL3_QUANT_SIMD_KERNELS(q4_k)
 LL3_QUANT_SIMD_KERNELS(q5_k)
 LL3_QUANT_SIMD_KERNELS(q6_k)
+LL3_QUANT_INT_DOTS
 }  // namespace avx2
 
 namespace avx512 {
@@ -53,9 +69,11 @@ LL3_QUANT_SIMD_KERNELS(q3_k)
 LL3_QUANT_SIMD_KERNELS(q4_k)
 LL3_QUANT_SIMD_KERNELS(q5_k)
 LL3_QUANT_SIMD_KERNELS(q6_k)
+LL3_QUANT_INT_DOTS
 }  // namespace avx512
 
 #undef LL3_QUANT_ROW_KERNELS
 #undef LL3_QUANT_SIMD_KERNELS
+#undef LL3_QUANT_INT_DOTS
 
 }  // namespace ll3::kernels

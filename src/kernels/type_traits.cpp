@@ -33,6 +33,22 @@ Table make_ref_table() {
   t[size_t(DType::Q5_K)] = {DType::Q5_K, q5_k_to_float, q5_k_from_float, q5_k_dot};
   t[size_t(DType::Q6_K)] = {DType::Q6_K, q6_k_to_float, q6_k_from_float, q6_k_dot};
   t[size_t(DType::Q8_K)] = {DType::Q8_K, q8_k_to_float, q8_k_from_float, q8_k_dot};
+  t[size_t(DType::Q8_1)] = {DType::Q8_1, q8_1_to_float, q8_1_from_float, q8_1_dot};
+  // The integer path: activation block type and weight x quantized-activation dot.
+  auto int_path = [&t](DType w, DType a, float (*dot)(const void*, const void*, int64_t)) {
+    t[size_t(w)].vec_dot_type = a;
+    t[size_t(w)].dot_q = dot;
+  };
+  int_path(DType::Q4_0, DType::Q8_0, q4_0_dot_q8_0);
+  int_path(DType::Q4_1, DType::Q8_1, q4_1_dot_q8_1);
+  int_path(DType::Q5_0, DType::Q8_0, q5_0_dot_q8_0);
+  int_path(DType::Q5_1, DType::Q8_1, q5_1_dot_q8_1);
+  int_path(DType::Q8_0, DType::Q8_0, q8_0_dot_q8_0);
+  int_path(DType::Q2_K, DType::Q8_K, q2_k_dot_q8_k);
+  int_path(DType::Q3_K, DType::Q8_K, q3_k_dot_q8_k);
+  int_path(DType::Q4_K, DType::Q8_K, q4_k_dot_q8_k);
+  int_path(DType::Q5_K, DType::Q8_K, q5_k_dot_q8_k);
+  int_path(DType::Q6_K, DType::Q8_K, q6_k_dot_q8_k);
   return t;
 }
 
@@ -41,24 +57,26 @@ struct Avx2 {};
 struct Avx512 {};
 template <class Isa>
 void set_quant_kernels(Table& t) {
-#define LL3_SET(T, lower)                                                 \
-  if constexpr (std::is_same_v<Isa, Avx2>) {                              \
-    t[size_t(DType::T)].to_float = kernels::avx2::lower##_to_float;       \
-    t[size_t(DType::T)].dot_f32 = kernels::avx2::lower##_dot;             \
-  } else {                                                                \
-    t[size_t(DType::T)].to_float = kernels::avx512::lower##_to_float;     \
-    t[size_t(DType::T)].dot_f32 = kernels::avx512::lower##_dot;           \
+#define LL3_SET(T, lower, act)                                               \
+  if constexpr (std::is_same_v<Isa, Avx2>) {                                 \
+    t[size_t(DType::T)].to_float = kernels::avx2::lower##_to_float;          \
+    t[size_t(DType::T)].dot_f32 = kernels::avx2::lower##_dot;                \
+    t[size_t(DType::T)].dot_q = kernels::avx2::lower##_dot_##act;            \
+  } else {                                                                   \
+    t[size_t(DType::T)].to_float = kernels::avx512::lower##_to_float;        \
+    t[size_t(DType::T)].dot_f32 = kernels::avx512::lower##_dot;              \
+    t[size_t(DType::T)].dot_q = kernels::avx512::lower##_dot_##act;          \
   }
-  LL3_SET(Q4_0, q4_0)
-  LL3_SET(Q4_1, q4_1)
-  LL3_SET(Q5_0, q5_0)
-  LL3_SET(Q5_1, q5_1)
-  LL3_SET(Q8_0, q8_0)
-  LL3_SET(Q2_K, q2_k)
-  LL3_SET(Q3_K, q3_k)
-  LL3_SET(Q4_K, q4_k)
-  LL3_SET(Q5_K, q5_k)
-  LL3_SET(Q6_K, q6_k)
+  LL3_SET(Q4_0, q4_0, q8_0)
+  LL3_SET(Q4_1, q4_1, q8_1)
+  LL3_SET(Q5_0, q5_0, q8_0)
+  LL3_SET(Q5_1, q5_1, q8_1)
+  LL3_SET(Q8_0, q8_0, q8_0)
+  LL3_SET(Q2_K, q2_k, q8_k)
+  LL3_SET(Q3_K, q3_k, q8_k)
+  LL3_SET(Q4_K, q4_k, q8_k)
+  LL3_SET(Q5_K, q5_k, q8_k)
+  LL3_SET(Q6_K, q6_k, q8_k)
 #undef LL3_SET
 }
 

@@ -18,6 +18,15 @@ struct TypeTraits {
   void (*from_float)(const float* src, void* dst, int64_t n) = nullptr;
   // sum_i row[i] * x[i] over n elements, F32 accumulation.
   float (*dot_f32)(const void* row, const float* x, int64_t n) = nullptr;
+
+  // The integer path of the quantized types (as llama.cpp computes): quantize the activation row
+  // once into vec_dot_type blocks (Q8_0, Q8_1 or Q8_K) with that type's from_float, then
+  // dot_q(row, xq, n) = sum_i dequant(row)[i] * dequant(xq)[i]. nullptr / F32 where there is none.
+  //   const TypeTraits* a = type_traits(w->vec_dot_type);
+  //   a->from_float(x, xq, n);  // xq: dtype_row_bytes(w->vec_dot_type, n) bytes, once per x
+  //   for each row r: y[r] = w->dot_q(row_r, xq, n);
+  DType vec_dot_type = DType::F32;
+  float (*dot_q)(const void* row, const void* xq, int64_t n) = nullptr;
 };
 
 // The fastest kernels for this CPU; nullptr when the type is not supported.

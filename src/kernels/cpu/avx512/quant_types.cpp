@@ -101,13 +101,13 @@ float q4_0_dot(const void* row, const float* x, int64_t n) {
   const BlockQ4_0* b = static_cast<const BlockQ4_0*>(row);
   __m512 acc = _mm512_setzero_ps();
   for (int64_t i = 0; i < n / kQK; ++i) {
-    acc = _mm512_fmadd_ps(_mm512_set1_ps(f16_to_f32(b[i].d)), dot32_i8(q4_0_vals(b[i]), x + i * kQK), acc);
+    acc = _mm512_fmadd_ps(_mm512_set1_ps(simd::h2f(b[i].d)), dot32_i8(q4_0_vals(b[i]), x + i * kQK), acc);
   }
   return _mm512_reduce_add_ps(acc);
 }
 void q4_0_to_float(const void* src, float* dst, int64_t n) {
   const BlockQ4_0* b = static_cast<const BlockQ4_0*>(src);
-  for (int64_t i = 0; i < n / kQK; ++i) store32(q4_0_vals(b[i]), f16_to_f32(b[i].d), 0, false, dst + i * kQK);
+  for (int64_t i = 0; i < n / kQK; ++i) store32(q4_0_vals(b[i]), simd::h2f(b[i].d), 0, false, dst + i * kQK);
 }
 
 float q4_1_dot(const void* row, const float* x, int64_t n) {
@@ -115,15 +115,15 @@ float q4_1_dot(const void* row, const float* x, int64_t n) {
   __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
   for (int64_t i = 0; i < n / kQK; ++i) {
     const float* xb = x + i * kQK;
-    acc = _mm512_fmadd_ps(_mm512_set1_ps(f16_to_f32(b[i].d)), dot32_i8(simd::unpack_q4_32(b[i].qs), xb), acc);
-    accm = _mm512_fmadd_ps(_mm512_set1_ps(f16_to_f32(b[i].m)), xsum32(xb), accm);
+    acc = _mm512_fmadd_ps(_mm512_set1_ps(simd::h2f(b[i].d)), dot32_i8(simd::unpack_q4_32(b[i].qs), xb), acc);
+    accm = _mm512_fmadd_ps(_mm512_set1_ps(simd::h2f(b[i].m)), xsum32(xb), accm);
   }
   return _mm512_reduce_add_ps(_mm512_add_ps(acc, accm));
 }
 void q4_1_to_float(const void* src, float* dst, int64_t n) {
   const BlockQ4_1* b = static_cast<const BlockQ4_1*>(src);
   for (int64_t i = 0; i < n / kQK; ++i) {
-    store32(simd::unpack_q4_32(b[i].qs), f16_to_f32(b[i].d), f16_to_f32(b[i].m), true, dst + i * kQK);
+    store32(simd::unpack_q4_32(b[i].qs), simd::h2f(b[i].d), simd::h2f(b[i].m), true, dst + i * kQK);
   }
 }
 
@@ -131,13 +131,13 @@ float q5_0_dot(const void* row, const float* x, int64_t n) {
   const BlockQ5_0* b = static_cast<const BlockQ5_0*>(row);
   __m512 acc = _mm512_setzero_ps();
   for (int64_t i = 0; i < n / kQK; ++i) {
-    acc = _mm512_fmadd_ps(_mm512_set1_ps(f16_to_f32(b[i].d)), dot32_i8(q5_0_vals(b[i]), x + i * kQK), acc);
+    acc = _mm512_fmadd_ps(_mm512_set1_ps(simd::h2f(b[i].d)), dot32_i8(q5_0_vals(b[i]), x + i * kQK), acc);
   }
   return _mm512_reduce_add_ps(acc);
 }
 void q5_0_to_float(const void* src, float* dst, int64_t n) {
   const BlockQ5_0* b = static_cast<const BlockQ5_0*>(src);
-  for (int64_t i = 0; i < n / kQK; ++i) store32(q5_0_vals(b[i]), f16_to_f32(b[i].d), 0, false, dst + i * kQK);
+  for (int64_t i = 0; i < n / kQK; ++i) store32(q5_0_vals(b[i]), simd::h2f(b[i].d), 0, false, dst + i * kQK);
 }
 
 float q5_1_dot(const void* row, const float* x, int64_t n) {
@@ -145,16 +145,16 @@ float q5_1_dot(const void* row, const float* x, int64_t n) {
   __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
   for (int64_t i = 0; i < n / kQK; ++i) {
     const float* xb = x + i * kQK;
-    acc = _mm512_fmadd_ps(_mm512_set1_ps(f16_to_f32(b[i].d)),
+    acc = _mm512_fmadd_ps(_mm512_set1_ps(simd::h2f(b[i].d)),
                           dot32_i8(simd::unpack_q5_32(b[i].qs, b[i].qh), xb), acc);
-    accm = _mm512_fmadd_ps(_mm512_set1_ps(f16_to_f32(b[i].m)), xsum32(xb), accm);
+    accm = _mm512_fmadd_ps(_mm512_set1_ps(simd::h2f(b[i].m)), xsum32(xb), accm);
   }
   return _mm512_reduce_add_ps(_mm512_add_ps(acc, accm));
 }
 void q5_1_to_float(const void* src, float* dst, int64_t n) {
   const BlockQ5_1* b = static_cast<const BlockQ5_1*>(src);
   for (int64_t i = 0; i < n / kQK; ++i) {
-    store32(simd::unpack_q5_32(b[i].qs, b[i].qh), f16_to_f32(b[i].d), f16_to_f32(b[i].m), true,
+    store32(simd::unpack_q5_32(b[i].qs, b[i].qh), simd::h2f(b[i].d), simd::h2f(b[i].m), true,
             dst + i * kQK);
   }
 }
@@ -164,7 +164,7 @@ float q8_0_dot(const void* row, const float* x, int64_t n) {
   __m512 acc = _mm512_setzero_ps();
   for (int64_t i = 0; i < n / kQK; ++i) {
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs));
-    acc = _mm512_fmadd_ps(_mm512_set1_ps(f16_to_f32(b[i].d)), dot32_i8(q, x + i * kQK), acc);
+    acc = _mm512_fmadd_ps(_mm512_set1_ps(simd::h2f(b[i].d)), dot32_i8(q, x + i * kQK), acc);
   }
   return _mm512_reduce_add_ps(acc);
 }
@@ -172,7 +172,7 @@ void q8_0_to_float(const void* src, float* dst, int64_t n) {
   const BlockQ8_0* b = static_cast<const BlockQ8_0*>(src);
   for (int64_t i = 0; i < n / kQK; ++i) {
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs));
-    store32(q, f16_to_f32(b[i].d), 0, false, dst + i * kQK);
+    store32(q, simd::h2f(b[i].d), 0, false, dst + i * kQK);
   }
 }
 

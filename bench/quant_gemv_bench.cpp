@@ -1,0 +1,104 @@
+// GEMV per weight type: y = W x with W (rows x n) stored in the type, x float, one dot_f32 per
+// row (the decode path). Reports weight bytes streamed per second, the figure to compare with
+// the machine's read bandwidth. Args: {n, rows}; the 1B shapes (2048 x 2048, 2048 -> 8192) by
+// default: W is 4-35 MB, larger than the caches, as in real decoding.
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "kernels/type_traits.h"
+
+namespace {
+
+using ll3::DType;
+
+std::vector<uint8_t> make_weights(DType t, int64_t n, int64_t rows) {
+  const ll3::TypeTraits* tt = ll3::type_traits(t);
+  const size_t row_bytes = ll3::dtype_row_bytes(t, n);
+  std::vector<uint8_t> w(row_bytes * rows);
+  std::mt19937 rng(42);
+  std::normal_distribution<float> g(0.0f, 0.02f);
+  std::vector<float> x(n);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (float& v : x) v = g(rng);
+    tt->from_float(x.data(), w.data() + r * row_bytes, n);
+  }
+  return w;
+}
+
+void gemv(benchmark::State& state, DType t, bool reference) {
+  const int64_t n = state.range(0), rows = state.range(1);
+  const ll3::TypeTraits* tt = reference ? ll3::type_traits_ref(t) : ll3::type_traits(t);
+  const std::vector<uint8_t> w = make_weights(t, n, rows);
+  const size_t row_bytes = ll3::dtype_row_bytes(t, n);
+  std::vector<float> x(n), y(rows);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for (float& v : x) v = g(rng);
+  for (auto _ : state) {
+    for (int64_t r = 0; r < rows; ++r) y[r] = tt->dot_f32(w.data() + r * row_bytes, x.data(), n);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.size()));
+}
+
+// The integer path: quantize x once (counted), then one dot_q per row.
+void gemv_q(benchmark::State& state, DType t) {
+  const int64_t n = state.range(0), rows = state.range(1);
+  const ll3::TypeTraits* tt = ll3::type_traits(t);
+  if (tt->dot_q == nullptr) {
+    state.SkipWithError("no integer path");
+    return;
+  }
+  const ll3::TypeTraits* act = ll3::type_traits(tt->vec_dot_type);
+  const std::vector<uint8_t> w = make_weights(t, n, rows);
+  const size_t row_bytes = ll3::dtype_row_bytes(t, n);
+  std::vector<float> x(n), y(rows);
+  std::vector<uint8_t> xq(ll3::dtype_row_bytes(tt->vec_dot_type, n));
+  std::mt19937 rng(1);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for (float& v : x) v = g(rng);
+  for (auto _ : state) {
+    act->from_float(x.data(), xq.data(), n);
+    for (int64_t r = 0; r < rows; ++r) y[r] = tt->dot_q(w.data() + r * row_bytes, xq.data(), n);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.size()));
+}
+
+#define LL3_GEMV_Q(T) \
+  BENCHMARK_CAPTURE(gemv_q, T, DType::T)->Args({2048, 2048})->Args({2048, 8192})->Unit(benchmark::kMicrosecond);
+
+LL3_GEMV_Q(Q8_0)
+LL3_GEMV_Q(Q4_0)
+LL3_GEMV_Q(Q4_1)
+LL3_GEMV_Q(Q5_0)
+LL3_GEMV_Q(Q5_1)
+LL3_GEMV_Q(Q2_K)
+LL3_GEMV_Q(Q3_K)
+LL3_GEMV_Q(Q4_K)
+LL3_GEMV_Q(Q5_K)
+LL3_GEMV_Q(Q6_K)
+
+#define LL3_GEMV(T)                                                                          \
+  BENCHMARK_CAPTURE(gemv, T, DType::T, false)->Args({2048, 2048})->Args({2048, 8192})->Unit(benchmark::kMicrosecond); \
+  BENCHMARK_CAPTURE(gemv, T##_ref, DType::T, true)->Args({2048, 2048})->Unit(benchmark::kMicrosecond);
+
+LL3_GEMV(F32)
+LL3_GEMV(F16)
+LL3_GEMV(BF16)
+LL3_GEMV(Q8_0)
+LL3_GEMV(Q4_0)
+LL3_GEMV(Q4_1)
+LL3_GEMV(Q5_0)
+LL3_GEMV(Q5_1)
+LL3_GEMV(Q2_K)
+LL3_GEMV(Q3_K)
+LL3_GEMV(Q4_K)
+LL3_GEMV(Q5_K)
+LL3_GEMV(Q6_K)
+
+}  // namespace

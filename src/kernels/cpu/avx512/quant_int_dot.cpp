@@ -1,0 +1,119 @@
+// AVX-512 VNNI integer dots: weight blocks times int8 activation blocks, products summed exactly
+// in int32 by vpdpbusd (unsigned weight bytes x signed activation bytes), then scaled in float.
+// Signed weights (Q4_0, Q5_0, Q8_0) use the sign trick: |w| x (a * sign(w)).
+#include <immintrin.h>
+
+#include "kernels/quant_kernels.h"
+#include "kernels/quant_simd_unpack.h"
+
+namespace ll3::kernels::avx512 {
+
+using namespace ll3::quant;
+using simd::KUnpacked;
+
+namespace {
+
+inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// sum of w * a over 32 signed weight bytes, as 8 int32 lanes.
+inline __m256i dot_signed(__m256i w, __m256i a) {
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(a, w));
+}
+inline __m256i dot_unsigned(__m256i u, __m256i a) {
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, a);
+}
+
+inline float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// Legacy types: acc += d_w * d_a * sum(w a), per 32-weight block. Vals(block) gives the weight
+// bytes (signed when Signed), Offset(block, act) an extra per-block term (the "_1" types' m * s).
+template <class W, class A, bool Signed, __m256i (*Vals)(const W&),
+          float (*Offset)(const W&, const A&) = nullptr>
+float legacy_dot(const void* row, const void* xq, int64_t n) {
+  const W* w = static_cast<const W*>(row);
+  const A* a = static_cast<const A*>(xq);
+  __m256 acc = _mm256_setzero_ps();
+  float extra = 0.0f;
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const __m256i v = Vals(w[i]);
+    const __m256i qa = load32(a[i].qs);
+    const __m256i p = Signed ? dot_signed(v, qa) : dot_unsigned(v, qa);
+    const float scale = simd::h2f(w[i].d) * simd::h2f(a[i].d);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(scale), acc);
+    if constexpr (Offset != nullptr) extra += Offset(w[i], a[i]);
+  }
+  return hsum8(acc) + extra;
+}
+
+__m256i q4_0_vals(const BlockQ4_0& b) { return _mm256_sub_epi8(simd::unpack_q4_32(b.qs), _mm256_set1_epi8(8)); }
+__m256i q5_0_vals(const BlockQ5_0& b) {
+  return _mm256_sub_epi8(simd::unpack_q5_32(b.qs, b.qh), _mm256_set1_epi8(16));
+}
+__m256i q8_0_vals(const BlockQ8_0& b) { return load32(b.qs); }
+__m256i q4_1_vals(const BlockQ4_1& b) { return simd::unpack_q4_32(b.qs); }
+__m256i q5_1_vals(const BlockQ5_1& b) { return simd::unpack_q5_32(b.qs, b.qh); }
+float q4_1_offset(const BlockQ4_1& w, const BlockQ8_1& a) { return simd::h2f(w.m) * simd::h2f(a.s); }
+float q5_1_offset(const BlockQ5_1& w, const BlockQ8_1& a) { return simd::h2f(w.m) * simd::h2f(a.s); }
+
+// K-quants: with w = s_g * (u - off) - mn_g per group g of 16,
+//   sum w a = d_a * (sum_g s_g * U_g - sum_g (s_g * off + mn_g) * bsum_g),  U_g = sum_{j in g} u_j a_j.
+// vpdpbusd over 64 bytes gives 16 lanes, 4 per group; the lanes are scaled by s_g in float.
+template <class Block, void (*Unpack)(const Block&, KUnpacked&)>
+float k_dot_q8k(const void* row, const void* xq, int64_t n) {
+  const Block* w = static_cast<const Block*>(row);
+  const BlockQ8_K* a = static_cast<const BlockQ8_K*>(xq);
+  KUnpacked k;
+  __m512 total = _mm512_setzero_ps();
+  // Lane l of chunk c belongs to group 4c + l / 4.
+  const __m512i lane_group = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    Unpack(w[i], k);
+    const __m512 s16 = _mm512_loadu_ps(k.s);
+    __m512 acc = _mm512_setzero_ps();
+    for (int c = 0; c < 4; ++c) {
+      const __m512i u = _mm512_load_si512(k.u + 64 * c);
+      const __m512i qa = _mm512_loadu_si512(a[i].qs + 64 * c);
+      const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, qa);
+      const __m512 sc = _mm512_permutexvar_ps(_mm512_add_epi32(lane_group, _mm512_set1_epi32(4 * c)), s16);
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sc, acc);
+    }
+    const __m512 bsum = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(load32(a[i].bsums)));
+    const __m512 c16 = _mm512_fmadd_ps(s16, _mm512_set1_ps(static_cast<float>(k.off)), _mm512_loadu_ps(k.mn));
+    // The correction is one lane per group; the lanes of acc are only summed at the end, so
+    // mixing the two layouts in one vector is fine.
+    acc = _mm512_fnmadd_ps(c16, bsum, acc);
+    total = _mm512_fmadd_ps(_mm512_set1_ps(a[i].d), acc, total);
+  }
+  return _mm512_reduce_add_ps(total);
+}
+
+}  // namespace
+
+float q4_0_dot_q8_0(const void* row, const void* xq, int64_t n) {
+  return legacy_dot<BlockQ4_0, BlockQ8_0, true, q4_0_vals>(row, xq, n);
+}
+float q5_0_dot_q8_0(const void* row, const void* xq, int64_t n) {
+  return legacy_dot<BlockQ5_0, BlockQ8_0, true, q5_0_vals>(row, xq, n);
+}
+float q8_0_dot_q8_0(const void* row, const void* xq, int64_t n) {
+  return legacy_dot<BlockQ8_0, BlockQ8_0, true, q8_0_vals>(row, xq, n);
+}
+float q4_1_dot_q8_1(const void* row, const void* xq, int64_t n) {
+  return legacy_dot<BlockQ4_1, BlockQ8_1, false, q4_1_vals, q4_1_offset>(row, xq, n);
+}
+float q5_1_dot_q8_1(const void* row, const void* xq, int64_t n) {
+  return legacy_dot<BlockQ5_1, BlockQ8_1, false, q5_1_vals, q5_1_offset>(row, xq, n);
+}
+
+float q2_k_dot_q8_k(const void* row, const void* xq, int64_t n) { return k_dot_q8k<BlockQ2_K, simd::unpack_q2_k>(row, xq, n); }
+float q3_k_dot_q8_k(const void* row, const void* xq, int64_t n) { return k_dot_q8k<BlockQ3_K, simd::unpack_q3_k>(row, xq, n); }
+float q4_k_dot_q8_k(const void* row, const void* xq, int64_t n) { return k_dot_q8k<BlockQ4_K, simd::unpack_q4_k>(row, xq, n); }
+float q5_k_dot_q8_k(const void* row, const void* xq, int64_t n) { return k_dot_q8k<BlockQ5_K, simd::unpack_q5_k>(row, xq, n); }
+float q6_k_dot_q8_k(const void* row, const void* xq, int64_t n) { return k_dot_q8k<BlockQ6_K, simd::unpack_q6_k>(row, xq, n); }
+
+}  // namespace ll3::kernels::avx512

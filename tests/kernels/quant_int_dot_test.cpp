@@ -1,0 +1,155 @@
+// The integer path: activations quantized to Q8_0 / Q8_1 / Q8_K, and every SIMD weight x
+// activation dot against the reference (the dot of both dequantized rows), on random blocks at
+// 1, a few and many blocks. Also: the activation quantizers keep their side sums consistent.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "core/half.h"
+#include "kernels/quant_blocks.h"
+#include "kernels/quant_kernels.h"
+#include "kernels/type_traits.h"
+
+namespace ll3 {
+namespace {
+
+using DotQ = float (*)(const void*, const void*, int64_t);
+
+struct IntKernels {
+  DType type;
+  DType act;
+  std::vector<int> f16_fields;
+  DotQ avx2;
+  DotQ avx512;
+};
+
+#define LL3_IK(T, lower, A, act, ...) \
+  IntKernels { DType::T, DType::A, {__VA_ARGS__}, kernels::avx2::lower##_dot_##act, kernels::avx512::lower##_dot_##act }
+
+std::vector<IntKernels> all_int_kernels() {
+  return {
+      LL3_IK(Q4_0, q4_0, Q8_0, q8_0, 0),      LL3_IK(Q4_1, q4_1, Q8_1, q8_1, 0, 2),
+      LL3_IK(Q5_0, q5_0, Q8_0, q8_0, 0),      LL3_IK(Q5_1, q5_1, Q8_1, q8_1, 0, 2),
+      LL3_IK(Q8_0, q8_0, Q8_0, q8_0, 0),      LL3_IK(Q2_K, q2_k, Q8_K, q8_k, 80, 82),
+      LL3_IK(Q3_K, q3_k, Q8_K, q8_k, 108),    LL3_IK(Q4_K, q4_k, Q8_K, q8_k, 0, 2),
+      LL3_IK(Q5_K, q5_k, Q8_K, q8_k, 0, 2),   LL3_IK(Q6_K, q6_k, Q8_K, q8_k, 208),
+  };
+}
+
+std::vector<uint8_t> random_weights(const IntKernels& k, int64_t n, std::mt19937& rng, bool quantized) {
+  const DTypeInfo info = dtype_info(k.type);
+  std::vector<uint8_t> row(dtype_row_bytes(k.type, n));
+  if (quantized) {
+    std::normal_distribution<float> g(0.0f, 0.5f);
+    std::vector<float> x(n);
+    for (float& v : x) v = g(rng);
+    type_traits_ref(k.type)->from_float(x.data(), row.data(), n);
+    return row;
+  }
+  for (uint8_t& b : row) b = static_cast<uint8_t>(rng());
+  std::uniform_real_distribution<float> u(-0.1f, 0.1f);
+  for (int64_t blk = 0; blk < n / info.block_size; ++blk) {
+    for (int off : k.f16_fields) {
+      const uint16_t h = f32_to_f16(u(rng));
+      std::memcpy(row.data() + blk * info.block_bytes + off, &h, 2);
+    }
+  }
+  return row;
+}
+
+void check(const IntKernels& k, DotQ dot, const char* isa) {
+  const TypeTraits* ref = type_traits_ref(k.type);
+  ASSERT_EQ(ref->vec_dot_type, k.act);
+  ASSERT_NE(ref->dot_q, nullptr);
+  const TypeTraits* act = type_traits_ref(k.act);
+  std::mt19937 rng(static_cast<uint32_t>(k.type) * 131u + 9);
+  const int64_t bs = dtype_info(k.type).block_size;
+  for (int64_t blocks : {1, 3, 7, 33}) {
+    for (bool quantized : {false, true}) {
+      SCOPED_TRACE(std::string(isa) + " " + std::string(dtype_name(k.type)) + " blocks " +
+                   std::to_string(blocks) + (quantized ? " quantized" : " random bytes"));
+      const int64_t n = bs * blocks;
+      const std::vector<uint8_t> w = random_weights(k, n, rng, quantized);
+      std::normal_distribution<float> g(0.0f, 1.0f);
+      std::vector<float> x(n);
+      for (float& v : x) v = g(rng);
+      std::vector<uint8_t> xq(dtype_row_bytes(k.act, n));
+      act->from_float(x.data(), xq.data(), n);
+
+      std::vector<float> wf(n), xf(n);
+      ref->to_float(w.data(), wf.data(), n);
+      act->to_float(xq.data(), xf.data(), n);
+      double exact = 0, mag = 0, exact_f32 = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        exact += double(wf[i]) * xf[i];
+        mag += std::fabs(double(wf[i]) * xf[i]);
+        exact_f32 += double(wf[i]) * x[i];
+      }
+      const double tol = 4e-6 * mag + 1e-30;
+      const float want = ref->dot_q(w.data(), xq.data(), n);
+      EXPECT_NEAR(dot(w.data(), xq.data(), n), want, tol) << "SIMD";
+      // Q8_1's stored sum s is rounded to f16, so the "_1" types sit a little off the exact dot.
+      const bool uses_s = k.act == DType::Q8_1;
+      EXPECT_NEAR(want, exact, uses_s ? 2e-3 * mag : tol) << "reference";
+      // Against float activations only the activation rounding separates the two paths.
+      EXPECT_NEAR(exact, exact_f32, 0.02 * mag) << "activation quantization error too large";
+    }
+  }
+}
+
+TEST(QuantIntDot, Avx2MatchesReference) {
+  if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "CPU has no AVX2+FMA+F16C";
+  for (const IntKernels& k : all_int_kernels()) check(k, k.avx2, "avx2");
+}
+
+TEST(QuantIntDot, Avx512MatchesReference) {
+  if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "CPU lacks the avx512 kernel set";
+  for (const IntKernels& k : all_int_kernels()) check(k, k.avx512, "avx512");
+}
+
+TEST(QuantIntDot, DispatchedMatchesReference) {
+  for (const IntKernels& k : all_int_kernels()) {
+    const TypeTraits* t = type_traits(k.type);
+    ASSERT_NE(t->dot_q, nullptr);
+    ASSERT_EQ(t->vec_dot_type, k.act);
+    check(k, t->dot_q, "dispatched");
+  }
+}
+
+TEST(QuantIntDot, ActivationBlocksKeepSideSums) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> g(0.0f, 2.0f);
+  const int64_t n = 512;
+  std::vector<float> x(n);
+  for (float& v : x) v = g(rng);
+
+  std::vector<quant::BlockQ8_K> k8(n / 256);
+  type_traits_ref(DType::Q8_K)->from_float(x.data(), k8.data(), n);
+  for (const auto& b : k8) {
+    int max_abs = 0;
+    for (int g16 = 0; g16 < 16; ++g16) {
+      int sum = 0;
+      for (int j = 0; j < 16; ++j) sum += b.qs[16 * g16 + j];
+      EXPECT_EQ(sum, b.bsums[g16]);
+    }
+    for (int8_t q : b.qs) max_abs = std::max(max_abs, std::abs(int(q)));
+    EXPECT_EQ(max_abs, 127);  // the extreme value uses the full range
+  }
+
+  std::vector<quant::BlockQ8_1> q81(n / 32);
+  type_traits_ref(DType::Q8_1)->from_float(x.data(), q81.data(), n);
+  for (const auto& b : q81) {
+    int sum = 0;
+    for (int8_t q : b.qs) sum += q;
+    // s = f16(sum * d) with the unrounded d, so within f16 rounding of sum * f16(d).
+    const float want = sum * f16_to_f32(b.d);
+    EXPECT_NEAR(f16_to_f32(b.s), want, 2e-3 * std::fabs(want) + 1e-6);
+  }
+}
+
+}  // namespace
+}  // namespace ll3
