@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace ll3::cli {
 
@@ -31,6 +32,17 @@ Result<std::vector<int32_t>> parse_token_list(const std::string& s) {
   }
   if (ids.empty()) return Status::error("empty token list");
   return ids;
+}
+
+Result<std::string> read_text_file(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return Status::errorf("cannot read %s: %s", path.c_str(), std::strerror(errno));
+  std::string out;
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  std::fclose(f);
+  return out;
 }
 
 double now_seconds() {

@@ -20,6 +20,9 @@ Result<std::vector<int32_t>> parse_token_list(const std::string& s);
 // Loads `path` and prints a one-line summary to stderr.
 Result<std::unique_ptr<LlamaModel>> load_model_verbose(const std::string& path);
 
+// The whole file as bytes.
+Result<std::string> read_text_file(const std::string& path);
+
 // Wall-clock seconds since an arbitrary start.
 double now_seconds();
 

@@ -48,7 +48,7 @@ int32_t argmax(const float* row, int64_t n) {
 }
 
 int cmd_logits(int argc, char** argv) {
-  std::string model_path, tokens_arg, prompt, out_path, kv_type = "f16";
+  std::string model_path, tokens_arg, prompt, prompt_file, out_path, kv_type = "f16";
   bool all = false, json = false, parse_special = false, no_bos = false;
   int top = 32, greedy = 0, threads = 0;
   long long ctx = 0;
@@ -59,6 +59,7 @@ int cmd_logits(int argc, char** argv) {
   ap.add_string({"-m", "--model"}, "MODEL", "GGUF file or Hugging Face directory", &model_path);
   ap.add_string({"--tokens"}, "IDS", "comma-separated prompt token ids", &tokens_arg);
   ap.add_string({"-p", "--prompt"}, "TEXT", "prompt text (tokenized with the model's tokenizer)", &prompt);
+  ap.add_string({"-f", "--file"}, "FILE", "read the prompt text from FILE (bytes as they are)", &prompt_file);
   ap.add_flag({"--parse-special"}, "recognise special tokens like <|eot_id|> in --prompt", &parse_special);
   ap.add_flag({"--no-bos"}, "do not add <|begin_of_text|> before --prompt", &no_bos);
   ap.add_flag({"--all"}, "report every prompt position, not only the last", &all);
@@ -71,6 +72,12 @@ int cmd_logits(int argc, char** argv) {
   ap.add_int({"-c", "--ctx"}, "N", "context size (default: prompt + greedy)", &ctx);
   if (int rc = ap.parse(argc, argv); rc >= 0) return rc;
   if (model_path.empty()) return ap.usage_error("-m MODEL is required");
+  if (!prompt_file.empty()) {
+    if (!prompt.empty()) return ap.usage_error("give --prompt or --file, not both");
+    Result<std::string> text = read_text_file(prompt_file);
+    if (!text.ok()) return ap.usage_error(text.message());
+    prompt = std::move(text.value());
+  }
   if (tokens_arg.empty() == prompt.empty()) return ap.usage_error("give exactly one of --tokens or --prompt");
   if (top <= 0 || greedy < 0) return ap.usage_error("--top must be positive and --greedy not negative");
   Result<DType> kvt = parse_kv_type(kv_type);

@@ -25,12 +25,9 @@ int cmd_run(int argc, char** argv) {
   if (int rc = ap.parse(argc, argv); rc >= 0) return rc;
   if (!prompt_file.empty()) {
     if (!prompt.empty()) return ap.usage_error("give -p or -f, not both");
-    FILE* f = std::fopen(prompt_file.c_str(), "rb");
-    if (f == nullptr) return ap.usage_error("cannot read " + prompt_file);
-    char buf[65536];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) prompt.append(buf, n);
-    std::fclose(f);
+    Result<std::string> text = read_text_file(prompt_file);
+    if (!text.ok()) return ap.usage_error(text.message());
+    prompt = std::move(text.value());
   }
   if (prompt.empty()) return ap.usage_error("a prompt is required (-p TEXT or -f FILE)");
   SessionOptions so;

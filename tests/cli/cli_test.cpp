@@ -1,0 +1,152 @@
+// The ll3 binary as a user runs it: flags, exit codes, outputs.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "test_support.h"
+
+namespace ll3 {
+namespace {
+
+using test::run_command;
+
+std::string ll3() { return test::ll3_binary(); }
+std::string tiny() { return test::shared_dir() + "/models/tiny-llama3-f32.gguf"; }
+
+nlohmann::json golden(const std::string& p) {
+  std::ifstream f(test::shared_dir() + "/models/golden/tiny-llama3-f32/" + p + ".json");
+  return nlohmann::json::parse(f);
+}
+
+std::string join(const std::vector<int32_t>& v) {
+  std::string s;
+  for (int32_t x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  return s;
+}
+
+TEST(Cli, HelpListsCommandsAndFlags) {
+  auto r = run_command(ll3() + " --help");
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* c : {"run", "logits", "inspect", "make-model", "tokenize"}) {
+    EXPECT_NE(r.output.find(std::string("  ") + c + " "), std::string::npos) << c;
+  }
+  auto h = run_command(ll3() + " logits --help");
+  EXPECT_EQ(h.exit_code, 0);
+  for (const char* f : {"--tokens", "--prompt", "--all", "--top", "--greedy", "--kv-type", "--out", "--json"}) {
+    EXPECT_NE(h.output.find(f), std::string::npos) << f;
+  }
+  auto rh = run_command(ll3() + " run --help");
+  for (const char* f : {"--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--presence-penalty",
+                        "--frequency-penalty", "--seed", "--stop", "--max-tokens", "--threads"}) {
+    EXPECT_NE(rh.output.find(f), std::string::npos) << f;
+  }
+}
+
+TEST(Cli, WrongFlagNamesItselfAndExits2) {
+  auto r = run_command(ll3() + " run --bogus-flag 3", true);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("unknown flag '--bogus-flag'"), std::string::npos) << r.output;
+  auto v = run_command(ll3() + " logits -m x.gguf --tokens 1 --top abc", true);
+  EXPECT_EQ(v.exit_code, 2);
+  EXPECT_NE(v.output.find("--top: expected an integer, got 'abc'"), std::string::npos) << v.output;
+  auto c = run_command(ll3() + " frobnicate", true);
+  EXPECT_EQ(c.exit_code, 2);
+  EXPECT_NE(c.output.find("unknown command 'frobnicate'"), std::string::npos);
+}
+
+TEST(Cli, MissingModelIsAClearError) {
+  auto r = run_command(ll3() + " logits -m /nonexistent.gguf --tokens 1,2", true);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("/nonexistent.gguf: cannot open: No such file or directory"), std::string::npos)
+      << r.output;
+}
+
+TEST(Cli, LogitsJsonMatchesGolden) {
+  LL3_REQUIRE_SHARED();
+  nlohmann::json g = golden("P1");
+  std::string tokens = join(g["tokens"].get<std::vector<int32_t>>());
+  auto r = run_command(ll3() + " logits -m " + tiny() + " --tokens " + tokens +
+                       " --kv-type f32 --all --json --top 5 --greedy 32 -t 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["tokens"], g["tokens"]);
+  EXPECT_EQ(j["greedy"], g["greedy"]);
+  ASSERT_EQ(j["positions"].size(), g["tokens"].size());
+  for (size_t p = 0; p < j["positions"].size(); ++p) {
+    const auto& pos = j["positions"][p];
+    ASSERT_EQ(pos["top_ids"].size(), 5u);
+    EXPECT_EQ(pos["top_ids"][0], g["topk_ids"][p][0]) << p;
+    EXPECT_NEAR(pos["top_logits"][0].get<double>(), g["topk_logits"][p][0].get<double>(), 1e-3) << p;
+    EXPECT_NEAR(pos["logsumexp"].get<double>(), g["logsumexp"][p].get<double>(), 1e-3) << p;
+  }
+}
+
+TEST(Cli, LogitsNpyAndPromptTokenization) {
+  LL3_REQUIRE_SHARED();
+  nlohmann::json g = golden("P3");
+  std::string out = test::temp_dir() + "/l.npy";
+  // --prompt goes through the model's tokenizer (BOS added, specials not parsed, as P3 was made).
+  std::string text = g["text"].get<std::string>();
+  std::string file = test::temp_dir() + "/prompt.txt";
+  test::write_file(file, text);
+  auto r = run_command(ll3() + " logits -m " + tiny() + " --file " + file + " --kv-type f32 --all --out " +
+                       out + " --json --top 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["tokens"], g["tokens"]);
+  test::Npy npy = test::read_npy(out);
+  ASSERT_EQ(npy.shape.size(), 2u);
+  EXPECT_EQ(npy.shape[0], static_cast<int64_t>(g["tokens"].size()));
+  EXPECT_EQ(npy.shape[1], 128256);
+  test::Npy last = test::read_npy(test::shared_dir() + "/models/golden/tiny-llama3-f32/P3.last.npy");
+  const float* ours = npy.data.data() + (npy.shape[0] - 1) * npy.shape[1];
+  double num = 0, den = 0;
+  for (size_t i = 0; i < last.data.size(); ++i) {
+    num += (ours[i] - last.data[i]) * (ours[i] - last.data[i]);
+    den += last.data[i] * last.data[i];
+  }
+  EXPECT_LE(std::sqrt(num / den), 1e-4);
+}
+
+TEST(Cli, RunIsReproducibleWithASeedAndStopsAtStopString) {
+  LL3_REQUIRE_SHARED();
+  std::string cmd = ll3() + " run -m " + tiny() + " -p 'Once upon a time' -n 24 --seed 7 --temp 0.9 -q";
+  auto a = run_command(cmd), b = run_command(cmd);
+  ASSERT_EQ(a.exit_code, 0);
+  EXPECT_EQ(a.output, b.output);
+  EXPECT_GT(a.output.size(), 10u);
+  auto c = run_command(ll3() + " run -m " + tiny() + " -p 'Once upon a time' -n 24 --seed 8 --temp 0.9 -q");
+  EXPECT_NE(a.output, c.output);
+  // Greedy output equals the greedy tokens of the parity interface, decoded.
+  auto g = run_command(ll3() + " run -m " + tiny() + " -p 'Once upon a time' -n 8 --temp 0 -q");
+  ASSERT_EQ(g.exit_code, 0);
+  // Cut at a stop string taken from the middle of the greedy text: output is the text before it.
+  std::string text = g.output.substr(0, g.output.size() - 1);  // trailing newline
+  ASSERT_GT(text.size(), 6u);
+  std::string stop = text.substr(text.size() / 2, 3);
+  auto s = run_command(ll3() + " run -m " + tiny() + " -p 'Once upon a time' -n 8 --temp 0 -q --stop '" + stop + "'");
+  ASSERT_EQ(s.exit_code, 0);
+  EXPECT_EQ(s.output, text.substr(0, text.find(stop)) + "\n");
+}
+
+TEST(Cli, RunRejectsOverlongPrompt) {
+  LL3_REQUIRE_SHARED();
+  auto r = run_command(ll3() + " run -m " + tiny() + " -p 'one two three four five six seven eight nine ten' -c 4 -n 2",
+                       true);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("more than the context of 4 allows"), std::string::npos) << r.output;
+}
+
+TEST(Cli, InspectShowsHyperParametersAndTensors) {
+  LL3_REQUIRE_SHARED();
+  auto r = run_command(ll3() + " inspect " + test::shared_dir() + "/models/small-llama31-q4_k_m.gguf");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* s : {"GGUF v3", "blk.1.ffn_down.weight", "q6_k", "[768, 256]", "heads / kv heads  8 / 2",
+                        "llama3 (per-dimension factors)", "128256 tokens, 280147 merges", "total tensor bytes"}) {
+    EXPECT_NE(r.output.find(s), std::string::npos) << s;
+  }
+}
+
+}  // namespace
+}  // namespace ll3
