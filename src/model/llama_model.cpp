@@ -247,6 +247,28 @@ size_t LlamaModel::weight_bytes() const {
   return n;
 }
 
+size_t LlamaModel::bytes_per_token() const {
+  size_t n = weight_bytes();
+  if (!config.tied_embeddings) n -= static_cast<size_t>(tok_embd.rows) * tok_embd.row_bytes - tok_embd.row_bytes;
+  return n;
+}
+
+std::string LlamaModel::file_type_name() const {
+  if (gguf_) {
+    // llama.cpp's LLAMA_FTYPE numbering.
+    static const std::map<int64_t, const char*> kNames = {
+        {0, "f32"},     {1, "f16"},     {2, "q4_0"},    {3, "q4_1"},    {7, "q8_0"},    {8, "q5_0"},
+        {9, "q5_1"},    {10, "q2_k"},   {11, "q3_k_s"}, {12, "q3_k_m"}, {13, "q3_k_l"}, {14, "q4_k_s"},
+        {15, "q4_k_m"}, {16, "q5_k_s"}, {17, "q5_k_m"}, {18, "q6_k"},   {32, "bf16"}};
+    if (auto ft = gguf_->get_int("general.file_type")) {
+      auto it = kNames.find(*ft);
+      if (it != kNames.end()) return it->second;
+    }
+  }
+  std::string s = type_summary();
+  return s.substr(0, s.find(' '));
+}
+
 std::string LlamaModel::type_summary() const {
   // The type holding the most bytes among the matrices, and how many types there are.
   std::map<std::string, size_t> bytes;

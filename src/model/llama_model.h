@@ -55,7 +55,13 @@ class LlamaModel {
   std::string path;
   bool is_gguf() const { return gguf_ != nullptr; }
   const GgufFile* gguf() const { return gguf_.get(); }
-  size_t weight_bytes() const;  // bytes of all matrices and vectors the model reads
+  size_t weight_bytes() const;  // bytes of all tensors of the checkpoint
+  // Weight bytes one decode step streams from memory: every matrix but the embedding table, of
+  // which one row is read (unless it doubles as the output projection).
+  size_t bytes_per_token() const;
+  // The file's quantization in llama.cpp's naming ("q4_k_m", "f16"), from general.file_type
+  // when present, else the type holding the most bytes.
+  std::string file_type_name() const;
   std::string type_summary() const;  // "f32", "q4_k (mixed: 2 types)", ...
 
  private:

@@ -1,0 +1,18 @@
+#include <immintrin.h>
+
+#include "kernels/stream_read.h"
+
+namespace ll3::kernels::avx512 {
+
+uint64_t stream_read(const uint8_t* p, size_t n) {
+  __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
+  for (size_t i = 0; i < n; i += 256) {
+    a = _mm512_xor_si512(a, _mm512_load_si512(p + i));
+    b = _mm512_xor_si512(b, _mm512_load_si512(p + i + 64));
+    c = _mm512_xor_si512(c, _mm512_load_si512(p + i + 128));
+    d = _mm512_xor_si512(d, _mm512_load_si512(p + i + 192));
+  }
+  return static_cast<uint64_t>(_mm512_reduce_or_epi64(_mm512_xor_si512(_mm512_xor_si512(a, b), _mm512_xor_si512(c, d))));
+}
+
+}  // namespace ll3::kernels::avx512

@@ -1,0 +1,221 @@
+// ll3 bench: prompt processing (pp) and generation (tg) speed, llama-bench style, with the
+// decode figure set against the machine's measured memory bandwidth (the decode roofline).
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "cli_args.h"
+#include "cli_common.h"
+#include "commands.h"
+#include "engine/session.h"
+#include "kernels/stream_read.h"
+
+namespace ll3::cli {
+
+namespace {
+
+struct Stats {
+  double mean = 0, stddev = 0;
+};
+
+Stats stats(const std::vector<double>& v) {
+  Stats s;
+  for (double x : v) s.mean += x;
+  s.mean /= static_cast<double>(v.size());
+  for (double x : v) s.stddev += (x - s.mean) * (x - s.mean);
+  s.stddev = v.size() > 1 ? std::sqrt(s.stddev / static_cast<double>(v.size() - 1)) : 0.0;
+  return s;
+}
+
+std::string roofline_cache_path(int threads) {
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr ? home : "/tmp") + "/.cache/ll3/roofline-t" + std::to_string(threads) + ".txt";
+}
+
+// Read bandwidth in GB/s: every thread streams its own slice of a 1 GiB buffer (far larger than
+// any cache); the median of several passes.
+double measure_bandwidth(int threads) {
+  const size_t bytes = size_t{1} << 30;
+  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) return 0;
+  madvise(mem, bytes, MADV_HUGEPAGE);
+  uint8_t* buf = static_cast<uint8_t*>(mem);
+  for (size_t i = 0; i < bytes; i += 4096) buf[i] = static_cast<uint8_t>(i >> 12);
+  ThreadPool pool(threads);
+  std::vector<double> gbps;
+  volatile uint64_t sink = 0;
+  for (int pass = 0; pass < 7; ++pass) {
+    const double t0 = now_seconds();
+    const size_t chunk = bytes / 256;
+    pool.parallel_for(static_cast<int64_t>(chunk), [&](int64_t b, int64_t e, int) {
+      sink = sink + kernels::stream_read(buf + b * 256, static_cast<size_t>(e - b) * 256);
+    });
+    gbps.push_back(static_cast<double>(bytes) / (now_seconds() - t0) / 1e9);
+  }
+  munmap(mem, bytes);
+  std::sort(gbps.begin(), gbps.end());
+  return gbps[gbps.size() / 2];
+}
+
+// The cached figure for this thread count, measured when absent (or when `remeasure`).
+double bandwidth(int threads, bool remeasure) {
+  std::string path = roofline_cache_path(threads);
+  if (!remeasure) {
+    std::ifstream f(path);
+    double v = 0;
+    if (f >> v && v > 0) return v;
+  }
+  double v = measure_bandwidth(threads);
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  std::ofstream(path) << v << "\n";
+  return v;
+}
+
+int cmd_bench(int argc, char** argv) {
+  std::string model_path, kv_type = "f16";
+  int n_prompt = 128, n_gen = 32, threads = 0, reps = 5;
+  bool json = false, roofline = false;
+  ArgParser ap("bench", "ll3 bench -m MODEL [-p 128] [-n 32] [-t THREADS] [-r REPS] [--json] | ll3 bench --roofline",
+               "Measure prompt processing (pp) and generation (tg) speed, like llama-bench.");
+  ap.add_string({"-m", "--model"}, "MODEL", "GGUF file or Hugging Face directory (default: the default model)",
+                &model_path);
+  ap.add_int({"-p", "--n-prompt"}, "N", "prompt tokens of the pp test; 0 skips it (default 128)", &n_prompt);
+  ap.add_int({"-n", "--n-gen"}, "N", "tokens generated one by one in the tg test; 0 skips it (default 32)", &n_gen);
+  ap.add_int({"-t", "--threads"}, "N", "threads (default: all cores)", &threads);
+  ap.add_int({"-r", "--repetitions"}, "N", "repetitions of each test after a warm-up (default 5)", &reps);
+  ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32 or f16 (default f16)", &kv_type);
+  ap.add_flag({"--json"}, "print a JSON array, one object per test (llama-bench's keys)", &json);
+  ap.add_flag({"--roofline"}, "measure the memory read bandwidth again (cached in ~/.cache/ll3)", &roofline);
+  if (int rc = ap.parse(argc, argv); rc >= 0) return rc;
+  if (n_prompt < 0 || n_gen < 0 || reps < 1) return ap.usage_error("-p and -n must be >= 0 and -r >= 1");
+  Result<DType> kvt = parse_kv_type(kv_type);
+  if (!kvt.ok()) return ap.usage_error(kvt.message());
+  if (threads <= 0) threads = default_thread_count();
+
+  if (roofline && model_path.empty()) {
+    double bw = bandwidth(threads, true);
+    if (json) {
+      std::printf("[{\"test\": \"roofline\", \"threads\": %d, \"read_gbps\": %.2f}]\n", threads, bw);
+    } else {
+      std::printf("memory read bandwidth, %d threads: %.2f GB/s\n", threads, bw);
+    }
+    return 0;
+  }
+
+  Result<std::string> path = resolve_model_path(model_path);
+  if (!path.ok()) {
+    std::fprintf(stderr, "ll3 bench: %s\n", path.message().c_str());
+    return 1;
+  }
+  Result<std::unique_ptr<LlamaModel>> model = load_model_verbose(path.value());
+  if (!model.ok()) {
+    std::fprintf(stderr, "ll3 bench: %s\n", model.message().c_str());
+    return 1;
+  }
+  const LlamaModel& m = **model;
+  SessionOptions so;
+  so.threads = threads;
+  so.kv_type = kvt.value();
+  so.context = std::max(n_prompt, n_gen) + 16;
+  so.batch = std::max(1, n_prompt);
+  Result<std::unique_ptr<Session>> session = Session::create(m, so);
+  if (!session.ok()) {
+    std::fprintf(stderr, "ll3 bench: %s\n", session.message().c_str());
+    return 1;
+  }
+  Session& s = **session;
+  std::mt19937 rng(1);
+  std::vector<int32_t> prompt(static_cast<size_t>(n_prompt));
+  for (int32_t& t : prompt) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(m.config.n_vocab));
+
+  auto run_pp = [&]() -> double {
+    s.truncate(0);
+    const double t0 = now_seconds();
+    Status st = s.eval(prompt);
+    if (!st.ok()) {
+      std::fprintf(stderr, "ll3 bench: %s\n", st.message().c_str());
+      std::exit(1);
+    }
+    return n_prompt / (now_seconds() - t0);
+  };
+  auto run_tg = [&]() -> double {
+    s.truncate(0);
+    int32_t tok = static_cast<int32_t>(rng() % static_cast<uint32_t>(m.config.n_vocab));
+    const double t0 = now_seconds();
+    for (int i = 0; i < n_gen; ++i) {
+      Status st = s.eval(std::span<const int32_t>(&tok, 1));
+      if (!st.ok()) {
+        std::fprintf(stderr, "ll3 bench: %s\n", st.message().c_str());
+        std::exit(1);
+      }
+      tok = static_cast<int32_t>(std::max_element(s.last_logits(), s.last_logits() + m.config.n_vocab) -
+                                 s.last_logits());
+    }
+    return n_gen / (now_seconds() - t0);
+  };
+
+  struct Row {
+    std::string test;
+    int n_prompt, n_gen;
+    Stats ts;
+    double gbps = 0, bw_pct = 0;
+  };
+  std::vector<Row> rows;
+  const double bw = n_gen > 0 ? bandwidth(threads, roofline) : 0;
+  if (n_prompt > 0) {
+    run_pp();  // warm-up
+    std::vector<double> v;
+    for (int r = 0; r < reps; ++r) v.push_back(run_pp());
+    rows.push_back({"pp" + std::to_string(n_prompt), n_prompt, 0, stats(v)});
+  }
+  if (n_gen > 0) {
+    run_tg();
+    std::vector<double> v;
+    for (int r = 0; r < reps; ++r) v.push_back(run_tg());
+    Row row{"tg" + std::to_string(n_gen), 0, n_gen, stats(v)};
+    row.gbps = row.ts.mean * static_cast<double>(m.bytes_per_token()) / 1e9;
+    row.bw_pct = bw > 0 ? 100.0 * row.gbps / bw : 0;
+    rows.push_back(row);
+  }
+
+  const std::string type = m.file_type_name();
+  const size_t model_bytes = m.weight_bytes();
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const Row& r : rows) {
+      nlohmann::json o = {{"test", r.test},         {"n_prompt", r.n_prompt},   {"n_gen", r.n_gen},
+                          {"threads", threads},      {"avg_ts", r.ts.mean},      {"stddev_ts", r.ts.stddev},
+                          {"model_type", type},      {"model_bytes", model_bytes}, {"model_filename", path.value()}};
+      if (r.n_gen > 0) {
+        o["weights_gbps"] = r.gbps;
+        o["read_bandwidth_gbps"] = bw;
+        o["bandwidth_pct"] = r.bw_pct;
+      }
+      out.push_back(o);
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+  } else {
+    std::printf("| model | size | threads | test | t/s | weights GB/s | %% of read bandwidth |\n");
+    std::printf("|---|---|---|---|---|---|---|\n");
+    for (const Row& r : rows) {
+      std::printf("| %s | %.2f GiB | %d | %s | %.2f ± %.2f | %s | %s |\n", type.c_str(), model_bytes / 1073741824.0,
+                  threads, r.test.c_str(), r.ts.mean, r.ts.stddev,
+                  r.n_gen ? strprintf("%.1f", r.gbps).c_str() : "", r.n_gen ? strprintf("%.0f%% of %.1f", r.bw_pct, bw).c_str() : "");
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+LL3_COMMAND("bench", "measure prompt and generation speed (and the bandwidth roofline)", cmd_bench);
+
+}  // namespace ll3::cli
