@@ -102,8 +102,10 @@ void fill_random(uint8_t* dst, DType type, int64_t n, Init init, uint64_t seed,
   const float k = init.scale * 1.7320508f / 2147483648.0f;  // int32 -> [-sqrt3, sqrt3) * scale
   auto work = [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
-      uint64_t s = base + static_cast<uint64_t>(c) * 0x9e3779b97f4a7c15ull;
-      splitmix64(s);
+      // Chunk streams start at hashed, hence unrelated, points of the splitmix sequence (a
+      // start of base + c * step would make chunk c + 1 repeat chunk c shifted by one value).
+      uint64_t s = base ^ (static_cast<uint64_t>(c) * 0xd1b54a32d192ed03ull);
+      s = splitmix64(s);
       const int64_t end = std::min(n, (c + 1) * kChunk);
       for (int64_t i = c * kChunk; i < end; i += 2) {
         uint64_t r = splitmix64(s);
