@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <set>
 
 #include "core/half.h"
 #include "io/gguf.h"
@@ -120,6 +121,13 @@ TEST(MakeModel, TinyFollowsLlamaCppConventions) {
   Stats n = stats(*g.find_tensor("blk.0.attn_norm.weight"));
   EXPECT_NEAR(n.mean, 1.0, 0.05);
   EXPECT_NEAR(n.std, 0.1, 0.03);
+  // Every embedding row is distinct (random streams of different chunks must not overlap).
+  const GgufTensorInfo* te = g.find_tensor("token_embd.weight");
+  std::set<std::string> rows;
+  for (int64_t r = 0; r < te->ne[1]; ++r) {
+    rows.emplace(reinterpret_cast<const char*>(te->data) + r * 64 * 4, 64 * 4);
+  }
+  EXPECT_EQ(rows.size(), 128256u);
   Stats on = stats(*g.find_tensor("output_norm.weight"));
   EXPECT_NEAR(on.mean, 5.0 / (0.02 * 8.0), 3.0);
 }
