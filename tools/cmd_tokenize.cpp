@@ -15,7 +15,7 @@
 
 #include "cli_args.h"
 #include "commands.h"
-// #include "tokenizer/chat_template.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 
@@ -255,8 +255,83 @@ int cmd_detokenize(int argc, char** argv) {
   return 0;
 }
 
+int cmd_template(int argc, char** argv) {
+  ArgParser ap("template",
+               "ll3 template (-m MODEL | --tokenizer FILE_OR_DIR) --messages FILE.json [--no-generation-prompt] "
+               "[--template FILE] [--date STR] [--tools FILE.json] [--ids]",
+               "Render the model's chat template. FILE.json is a JSON array of messages "
+               "({\"role\", \"content\", optional \"tool_calls\"}) or an object {\"messages\": [...], "
+               "\"tools\": [...], other template variables}. Prints the prompt (or with --ids its token ids).");
+  TokenizerFlags tf;
+  tf.add(ap);
+  std::string messages_path, template_path, date, tools_path;
+  bool no_gen = false, ids_only = false;
+  ap.add_string({"--messages"}, "FILE.json", "the conversation ('-' for stdin)", &messages_path);
+  ap.add_flag({"--no-generation-prompt"}, "do not end with the assistant header", &no_gen);
+  ap.add_string({"--template"}, "FILE", "use this Jinja template instead of the model's", &template_path);
+  ap.add_string({"--date"}, "STR", "date_string for Llama 3.1+ templates (\"26 Jul 2024\")", &date);
+  ap.add_string({"--tools"}, "FILE.json", "a JSON array of tool definitions", &tools_path);
+  ap.add_flag({"--ids"}, "print the token ids of the rendered prompt (specials parsed, no extra BOS)", &ids_only);
+  int rc = ap.parse(argc, argv);
+  if (rc >= 0) return rc;
+  if (messages_path.empty()) return ap.usage_error("--messages FILE.json is required");
+  auto tok = tf.load(ap, &rc);
+  if (!tok) return rc;
+  std::string data;
+  if (!read_input(messages_path, &data)) {
+    std::fprintf(stderr, "ll3 template: cannot read %s\n", messages_path.c_str());
+    return 1;
+  }
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(data, nullptr, false);
+  nlohmann::ordered_json messages, extra = nlohmann::ordered_json::object();
+  ChatTemplateOptions opt;
+  if (j.is_array()) {
+    messages = j;
+  } else if (j.is_object() && j.contains("messages") && j["messages"].is_array()) {
+    messages = j["messages"];
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (it.key() == "tools") opt.tools_json = it.value().dump();
+      else if (it.key() != "messages") extra[it.key()] = it.value();
+    }
+  } else {
+    std::fprintf(stderr, "ll3 template: %s: expected a JSON array of messages or {\"messages\": [...]}\n",
+                 messages_path.c_str());
+    return 1;
+  }
+  std::string tmpl = tok->vocab().chat_template;
+  if (!template_path.empty() && !read_input(template_path, &tmpl)) {
+    std::fprintf(stderr, "ll3 template: cannot read %s\n", template_path.c_str());
+    return 1;
+  }
+  if (!tools_path.empty()) {
+    if (!read_input(tools_path, &opt.tools_json)) {
+      std::fprintf(stderr, "ll3 template: cannot read %s\n", tools_path.c_str());
+      return 1;
+    }
+  }
+  opt.add_generation_prompt = !no_gen;
+  opt.date_string = date;
+  if (tok->bos_id() >= 0) opt.bos_token = tok->vocab().tokens[tok->bos_id()];
+  if (tok->eos_id() >= 0) opt.eos_token = tok->vocab().tokens[tok->eos_id()];
+  if (!extra.empty()) opt.extra_context_json = extra.dump();
+  std::string warning;
+  auto out = render_chat_json(tmpl, messages, opt, &warning);
+  if (!out.ok()) {
+    std::fprintf(stderr, "ll3 template: %s\n", out.message().c_str());
+    return 1;
+  }
+  if (!warning.empty()) std::fprintf(stderr, "ll3 template: warning: %s\n", warning.c_str());
+  if (ids_only) {
+    std::printf("%s\n", ids_json(tok->encode(*out, false, true)).c_str());
+  } else {
+    std::fwrite(out->data(), 1, out->size(), stdout);
+  }
+  return 0;
+}
+
 LL3_COMMAND("tokenize", "text to token ids (also --jsonl batches and --bench)", cmd_tokenize);
 LL3_COMMAND("detokenize", "token ids to text", cmd_detokenize);
+LL3_COMMAND("template", "render a chat template for a conversation", cmd_template);
 
 }  // namespace
 }  // namespace ll3::cli
