@@ -1,0 +1,223 @@
+// ll3's quantizer (src/quant): per-tensor type choice as llama.cpp's mixtures make it, the written
+// file (metadata, types, values), determinism across thread counts, and the CLI.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/half.h"
+#include "io/gguf.h"
+#include "io/gguf_writer.h"
+#include "kernels/type_traits.h"
+#include "quant/quantize.h"
+#include "test_support.h"
+
+namespace ll3 {
+namespace {
+
+using quant::find_quant_mix;
+
+// The shared Q4_K_M file was made by llama-quantize: our plan for q4_k_m must give every tensor
+// the type llama.cpp gave it (the plan depends on names, shapes and metadata only).
+TEST(Quantize, PlanMatchesLlamaCppQ4KM) {
+  LL3_REQUIRE_SHARED();
+  auto f = GgufFile::open(test::shared_dir() + "/models/small-llama31-q4_k_m.gguf");
+  ASSERT_TRUE(f.ok()) << f.message();
+  auto plan = quant::plan_quantization(**f, *find_quant_mix("Q4_K_M"));
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  ASSERT_EQ(plan->size(), (*f)->tensors().size());
+  for (const quant::TensorPlan& p : *plan) {
+    EXPECT_EQ(dtype_name(p.type), dtype_name(p.tensor->type)) << p.tensor->name;
+  }
+}
+
+// A synthetic 16-layer model (rows of 256 so every K-quant fits) written as F16.
+std::string write_model(const std::string& path, int n_layer, int n_head_kv, bool tied) {
+  GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  w.set_string("general.name", "synthetic");
+  w.set_u32("llama.block_count", n_layer);
+  w.set_u32("llama.attention.head_count", 8);
+  w.set_u32("llama.attention.head_count_kv", n_head_kv);
+  w.set_string_array("tokenizer.ggml.tokens", {"a", "b", "c"});
+  static std::vector<uint16_t> data;  // shared by every tensor: [256, 4] F16
+  data.resize(256 * 4);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> g(0.0f, 0.05f);
+  for (uint16_t& h : data) h = f32_to_f16(g(rng));
+  static std::vector<float> norm(256, 1.0f);
+  auto add = [&](const std::string& name, bool matrix) {
+    Status st = matrix ? w.add_tensor(name, DType::F16, {256, 4}, data.data())
+                       : w.add_tensor(name, DType::F32, {256}, norm.data());
+    EXPECT_TRUE(st.ok()) << st.message();
+  };
+  add("token_embd.weight", true);
+  for (int i = 0; i < n_layer; ++i) {
+    const std::string b = "blk." + std::to_string(i) + ".";
+    add(b + "attn_norm.weight", false);
+    for (const char* t : {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}) {
+      add(b + t + ".weight", true);
+    }
+    add(b + "ffn_norm.weight", false);
+  }
+  add("output_norm.weight", false);
+  if (!tied) add("output.weight", true);
+  Status st = w.write(path);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return path;
+}
+
+std::map<std::string, DType> plan_types(const std::string& path, const char* mix) {
+  auto f = GgufFile::open(path);
+  EXPECT_TRUE(f.ok()) << f.message();
+  auto plan = quant::plan_quantization(**f, *find_quant_mix(mix));
+  EXPECT_TRUE(plan.ok()) << plan.message();
+  std::map<std::string, DType> out;
+  for (const auto& p : *plan) out[p.tensor->name] = p.type;
+  return out;
+}
+
+std::string blk(int i, const char* t) { return "blk." + std::to_string(i) + "." + t + ".weight"; }
+
+TEST(Quantize, MixtureRules) {
+  const std::string dir = test::temp_dir();
+  const std::string gqa4 = write_model(dir + "/gqa4.gguf", 16, 2, false);
+  const std::string gqa1 = write_model(dir + "/gqa1.gguf", 16, 8, false);
+  const std::string tied = write_model(dir + "/tied.gguf", 16, 2, true);
+  // llama.cpp's "more bits" layers of 16: the first and last two, and every third in between.
+  const std::set<int> more = {0, 1, 4, 7, 10, 13, 14, 15};
+
+  auto m = plan_types(gqa4, "q4_k_m");
+  EXPECT_EQ(m["output.weight"], DType::Q6_K);
+  EXPECT_EQ(m["token_embd.weight"], DType::Q4_K);
+  EXPECT_EQ(m["output_norm.weight"], DType::F32);
+  for (int i = 0; i < 16; ++i) {
+    const DType hi = more.count(i) ? DType::Q6_K : DType::Q4_K;
+    EXPECT_EQ(m[blk(i, "attn_v")], hi) << i;
+    EXPECT_EQ(m[blk(i, "ffn_down")], hi) << i;
+    EXPECT_EQ(m[blk(i, "attn_q")], DType::Q4_K) << i;
+    EXPECT_EQ(m[blk(i, "ffn_up")], DType::Q4_K) << i;
+  }
+
+  m = plan_types(gqa4, "q5_k_m");
+  EXPECT_EQ(m[blk(1, "attn_v")], DType::Q6_K);
+  EXPECT_EQ(m[blk(2, "attn_v")], DType::Q5_K);
+  EXPECT_EQ(m[blk(2, "attn_k")], DType::Q5_K);
+
+  m = plan_types(gqa4, "q4_k_s");
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_EQ(m[blk(i, "attn_v")], i < 4 ? DType::Q5_K : DType::Q4_K) << i;
+    EXPECT_EQ(m[blk(i, "ffn_down")], i < 2 ? DType::Q5_K : DType::Q4_K) << i;
+  }
+
+  m = plan_types(gqa4, "q3_k_m");
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_EQ(m[blk(i, "attn_v")], i < 2 ? DType::Q5_K : DType::Q4_K) << i;
+    EXPECT_EQ(m[blk(i, "ffn_down")], i < 1 ? DType::Q5_K : DType::Q4_K) << i;
+    EXPECT_EQ(m[blk(i, "attn_output")], DType::Q4_K) << i;
+    EXPECT_EQ(m[blk(i, "ffn_gate")], DType::Q3_K) << i;
+  }
+
+  m = plan_types(gqa4, "q2_k");
+  EXPECT_EQ(m[blk(3, "attn_v")], DType::Q4_K);  // grouped-query attention: attn_v is small
+  EXPECT_EQ(m[blk(3, "ffn_down")], DType::Q3_K);
+  EXPECT_EQ(m[blk(3, "attn_output")], DType::Q3_K);
+  EXPECT_EQ(m[blk(3, "attn_q")], DType::Q2_K);
+  EXPECT_EQ(plan_types(gqa1, "q2_k")[blk(3, "attn_v")], DType::Q3_K);
+
+  m = plan_types(gqa4, "q8_0");
+  EXPECT_EQ(m["output.weight"], DType::Q8_0);
+  EXPECT_EQ(m[blk(5, "attn_v")], DType::Q8_0);
+
+  m = plan_types(gqa4, "q4_0");
+  EXPECT_EQ(m["output.weight"], DType::Q6_K);
+  EXPECT_EQ(m["token_embd.weight"], DType::Q4_0);
+  EXPECT_EQ(m[blk(0, "ffn_down")], DType::Q4_0);
+
+  // Tied embeddings: token_embd doubles as the output projection and gets its type.
+  m = plan_types(tied, "q4_0");
+  EXPECT_EQ(m["token_embd.weight"], DType::Q6_K);
+  EXPECT_EQ(m.count("output.weight"), 0u);
+}
+
+TEST(Quantize, FallbackForShortRows) {
+  LL3_REQUIRE_SHARED();  // the tiny model has rows of 64 and 192: no K-quant block fits
+  auto f = GgufFile::open(test::shared_dir() + "/models/tiny-llama3-f32.gguf");
+  ASSERT_TRUE(f.ok());
+  auto plan = quant::plan_quantization(**f, *find_quant_mix("q4_k_m"));
+  ASSERT_TRUE(plan.ok());
+  for (const auto& p : *plan) {
+    if (!p.quantize) continue;
+    EXPECT_EQ(p.tensor->ne[0] % dtype_info(p.type).block_size, 0) << p.tensor->name;
+    EXPECT_TRUE(p.type == DType::Q5_0 || p.type == DType::Q8_0) << p.tensor->name;
+  }
+}
+
+TEST(Quantize, WritesFileDeterministically) {
+  const std::string dir = test::temp_dir();
+  const std::string src = write_model(dir + "/src.gguf", 4, 2, false);
+  auto in = GgufFile::open(src);
+  ASSERT_TRUE(in.ok());
+  quant::QuantizeOptions one, two;
+  one.threads = 1;
+  two.threads = 3;
+  size_t calls = 0;
+  two.on_tensor = [&calls](const quant::QuantizeProgress& p) {
+    ++calls;
+    EXPECT_EQ(p.index, calls);
+  };
+  auto s1 = quant::quantize_gguf(**in, dir + "/a.gguf", *find_quant_mix("q4_k_m"), one);
+  ASSERT_TRUE(s1.ok()) << s1.message();
+  auto s2 = quant::quantize_gguf(**in, dir + "/b.gguf", *find_quant_mix("q4_k_m"), two);
+  ASSERT_TRUE(s2.ok()) << s2.message();
+  EXPECT_EQ(calls, (*in)->tensors().size());
+  EXPECT_EQ(test::read_file(dir + "/a.gguf"), test::read_file(dir + "/b.gguf"));
+  EXPECT_LT(s1->bits_per_weight(), 8.0);  // the F32 norms weigh a lot in so small a model
+  EXPECT_GT(s1->bits_per_weight(), 4.5);
+
+  auto out = GgufFile::open(dir + "/a.gguf");
+  ASSERT_TRUE(out.ok()) << out.message();
+  EXPECT_EQ(out.value()->get_int("general.file_type").value_or(-1), 15);
+  EXPECT_EQ(out.value()->get_int("general.quantization_version").value_or(-1), 2);
+  EXPECT_EQ(out.value()->get_string("general.name").value_or(""), "synthetic");
+  EXPECT_EQ(out.value()->find("tokenizer.ggml.tokens")->strings.size(), 3u);
+  EXPECT_EQ(out.value()->file_size(), s1->file_bytes);
+  // Values: each tensor dequantizes to within its type's error of the source.
+  for (const GgufTensorInfo& t : (*out)->tensors()) {
+    const GgufTensorInfo* o = (*in)->find_tensor(t.name);
+    ASSERT_NE(o, nullptr);
+    std::vector<float> a(o->n_elements()), b(t.n_elements());
+    type_traits(o->type)->to_float(o->data, a.data(), o->n_elements());
+    type_traits(t.type)->to_float(t.data, b.data(), t.n_elements());
+    double err = 0, ref = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      err += (a[i] - b[i]) * double(a[i] - b[i]);
+      ref += double(a[i]) * a[i];
+    }
+    EXPECT_LT(std::sqrt(err / ref), t.type == DType::F32 ? 0.0 + 1e-12 : 0.1) << t.name;
+  }
+}
+
+TEST(Quantize, Cli) {
+  const std::string dir = test::temp_dir();
+  const std::string src = write_model(dir + "/src.gguf", 2, 2, false);
+  const std::string bin = test::ll3_binary();
+  auto bad = test::run_command(bin + " quantize " + src + " " + dir + "/x.gguf q9_9 2>&1", true);
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("unknown type"), std::string::npos) << bad.output;
+  auto missing = test::run_command(bin + " quantize " + dir + "/nope.gguf " + dir + "/x.gguf q8_0 2>&1", true);
+  EXPECT_EQ(missing.exit_code, 1) << missing.output;
+  auto ok = test::run_command(bin + " quantize " + src + " " + dir + "/q.gguf Q8_0 --threads 2 2>&1", true);
+  ASSERT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("bits/weight"), std::string::npos) << ok.output;
+  EXPECT_NE(ok.output.find("[1/"), std::string::npos) << "plain progress lines when not a terminal";
+  auto out = GgufFile::open(dir + "/q.gguf");
+  ASSERT_TRUE(out.ok()) << out.message();
+  EXPECT_EQ(out.value()->find_tensor("blk.1.ffn_up.weight")->type, DType::Q8_0);
+}
+
+}  // namespace
+}  // namespace ll3

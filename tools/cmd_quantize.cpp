@@ -1,0 +1,91 @@
+// ll3 quantize IN OUT TYPE [--threads N]: an F32 / F16 / BF16 GGUF in, a quantized GGUF out, with
+// llama.cpp's per-tensor mixtures (q4_k_m, ...). A progress bar on a terminal, plain lines when
+// stderr is not one, and a summary of sizes and bits per weight.
+#include <unistd.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli_args.h"
+#include "cli_common.h"
+#include "commands.h"
+#include "io/gguf.h"
+#include "quant/quantize.h"
+
+namespace ll3::cli {
+
+namespace {
+
+std::string mib(uint64_t b) { return strprintf("%.2f MiB", b / 1048576.0); }
+
+std::string mix_names() {
+  std::string s;
+  for (const quant::QuantMix& m : quant::quant_mixes()) s += (s.empty() ? "" : ", ") + std::string(m.name);
+  return s;
+}
+
+int cmd_quantize(int argc, char** argv) {
+  std::vector<std::string> pos;
+  int threads = 0;
+  ArgParser ap("quantize", "ll3 quantize IN.gguf OUT.gguf TYPE [--threads N]",
+               "Quantize an F32/F16/BF16 GGUF. TYPE: " + mix_names() + ".");
+  ap.add_int({"-t", "--threads"}, "N", "worker threads (default: all cores)", &threads);
+  ap.positionals("IN OUT TYPE", &pos, 3, 3);
+  if (int rc = ap.parse(argc, argv); rc >= 0) return rc;
+  const quant::QuantMix* mix = quant::find_quant_mix(pos[2]);
+  if (mix == nullptr) return ap.usage_error("unknown type '" + pos[2] + "' (one of " + mix_names() + ")");
+  if (threads < 0) return ap.usage_error("--threads must be positive");
+  if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+
+  auto in = GgufFile::open(pos[0]);
+  if (!in.ok()) {
+    std::fprintf(stderr, "ll3 quantize: %s\n", in.message().c_str());
+    return 1;
+  }
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  const double t0 = now_seconds();
+  quant::QuantizeOptions opt;
+  opt.threads = threads;
+  opt.on_tensor = [tty, t0](const quant::QuantizeProgress& p) {
+    const quant::TensorPlan& tp = *p.plan;
+    const std::string what = tp.quantize ? strprintf("%s -> %s", std::string(dtype_name(tp.tensor->type)).c_str(),
+                                                     std::string(dtype_name(tp.type)).c_str())
+                                         : strprintf("%s (copied)", std::string(dtype_name(tp.type)).c_str());
+    if (tty) {
+      const int width = 30;
+      const int filled = static_cast<int>(width * p.index / p.count);
+      std::fprintf(stderr, "\r[%s%s] %3d%% %zu/%zu %.1fs  %-40.40s", std::string(filled, '#').c_str(),
+                   std::string(width - filled, '.').c_str(), static_cast<int>(100 * p.index / p.count), p.index,
+                   p.count, now_seconds() - t0, tp.tensor->name.c_str());
+      if (p.index == p.count) std::fputc('\n', stderr);
+    } else {
+      std::fprintf(stderr, "[%zu/%zu] %-32s %-14s %s\n", p.index, p.count, tp.tensor->name.c_str(),
+                   tp.tensor->shape_string().c_str(), what.c_str());
+    }
+    std::fflush(stderr);
+  };
+  auto sum = quant::quantize_gguf(**in, pos[1], *mix, opt);
+  if (!sum.ok()) {
+    std::fprintf(stderr, "ll3 quantize: %s\n", sum.message().c_str());
+    return 1;
+  }
+  const quant::QuantizeSummary& s = *sum;
+  std::printf("quantized %s -> %s (%s) in %.1fs with %d threads\n", pos[0].c_str(), pos[1].c_str(), mix->name,
+              now_seconds() - t0, threads);
+  std::printf("  tensors:  ");
+  for (const auto& [type, count] : s.type_counts) std::printf(" %s x%d", std::string(dtype_name(type)).c_str(), count);
+  std::printf("\n  weights:   %.3f M parameters\n", s.n_params / 1e6);
+  std::printf("  size:      %s -> %s (%.1f%%), file %s\n", mib(s.bytes_in).c_str(), mib(s.bytes_out).c_str(),
+              s.bytes_in ? 100.0 * s.bytes_out / s.bytes_in : 0.0, mib(s.file_bytes).c_str());
+  std::printf("  bits/weight: %.2f -> %.2f\n", s.n_params ? 8.0 * s.bytes_in / s.n_params : 0.0, s.bits_per_weight());
+  return 0;
+}
+
+}  // namespace
+
+LL3_COMMAND("quantize", "quantize an F32/F16/BF16 GGUF (q4_k_m, q8_0, ...)", cmd_quantize);
+
+}  // namespace ll3::cli
