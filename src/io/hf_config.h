@@ -29,4 +29,10 @@ struct HfConfigTokens {
 std::string hf_config_json(const LlamaConfig& c, const HfConfigTokens& tokens,
                            const std::string& torch_dtype);
 
+// Llama 3.1 per-dimension RoPE frequency divisors (head_dim / 2 of them; GGUF's
+// rope_freqs.weight) from the rope_scaling parameters, computed in float exactly as llama.cpp's
+// converter does.
+std::vector<float> llama3_rope_freq_factors(int64_t head_dim, float rope_theta,
+                                            const RopeScaling& s);
+
 }  // namespace ll3

@@ -9,7 +9,6 @@
 #include "io/gguf.h"
 #include "io/hf_config.h"
 #include "io/safetensors.h"
-#include "model/presets.h"
 
 namespace ll3 {
 namespace {

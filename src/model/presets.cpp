@@ -148,28 +148,6 @@ const ModelPreset* find_preset(std::string_view name) {
   return nullptr;
 }
 
-std::vector<float> llama3_rope_freq_factors(int64_t head_dim, float rope_theta,
-                                            const RopeScaling& s) {
-  // float32 throughout, step for step as the converter's torch code.
-  const float low_wavelen = static_cast<float>(s.original_context) / s.low_freq_factor;
-  const float high_wavelen = static_cast<float>(s.original_context) / s.high_freq_factor;
-  std::vector<float> out;
-  for (int64_t i = 0; i < head_dim; i += 2) {
-    float freq = 1.0f / std::pow(rope_theta, static_cast<float>(i) / static_cast<float>(head_dim));
-    float wavelen = 2.0f * static_cast<float>(M_PI) / freq;
-    if (wavelen < high_wavelen) {
-      out.push_back(1.0f);
-    } else if (wavelen > low_wavelen) {
-      out.push_back(s.factor);
-    } else {
-      float smooth = (static_cast<float>(s.original_context) / wavelen - s.low_freq_factor) /
-                     (s.high_freq_factor - s.low_freq_factor);
-      out.push_back(1.0f / ((1.0f - smooth) / s.factor + smooth));
-    }
-  }
-  return out;
-}
-
 Result<std::string> find_llama3_tokenizer_dir(const std::string& flag) {
   namespace fs = std::filesystem;
   if (!flag.empty()) {

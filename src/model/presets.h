@@ -10,6 +10,7 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "io/hf_config.h"  // llama3_rope_freq_factors
 #include "model/llama_config.h"
 
 namespace ll3 {
@@ -26,11 +27,6 @@ struct ModelPreset {
 
 const std::vector<ModelPreset>& model_presets();
 const ModelPreset* find_preset(std::string_view name);
-
-// Llama 3.1 per-dimension RoPE frequency divisors (head_dim / 2 of them), computed in float
-// exactly as llama.cpp's converter does.
-std::vector<float> llama3_rope_freq_factors(int64_t head_dim, float rope_theta,
-                                            const RopeScaling& s);
 
 // Where the Llama-3 tokenizer (tokenizer.json + tokenizer_config.json) is: `flag` if given, else
 // $LL3_SHARED/tokenizers/llama3, else shared/tokenizers/llama3 beside any parent directory of the
