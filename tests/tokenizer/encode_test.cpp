@@ -61,6 +61,13 @@ TEST_P(EncodeTest, HeldOutRandomStringsMatchReference) {
   check_cases(t, "encode_random.jsonl", 3000);
 }
 
+// llama.cpp itself (scripts/tokenizer-fixtures/llamacpp): includes the characters where the
+// JavaScript references' \s differs from White_Space (U+0085, U+FEFF) and case folding ('ſ).
+TEST_P(EncodeTest, LlamaCppCasesMatch) {
+  REQUIRE_TOKENIZER();
+  check_cases(t, "encode_llamacpp.jsonl", 1500);
+}
+
 TEST_P(EncodeTest, GoldenPromptsMatchLlamaCpp) {
   REQUIRE_TOKENIZER();
   namespace fs = std::filesystem;
