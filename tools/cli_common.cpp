@@ -90,6 +90,7 @@ void add_generation_flags(ArgParser& ap, GenerationFlags* f) {
   ap.add_int({"-c", "--ctx"}, "N", "context size in tokens (default: min(model, 4096))", &f->ctx);
   ap.add_int({"-b", "--batch"}, "N", "prompt tokens per forward step (default 256)", &f->batch);
   ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32 or f16 (default f16)", &f->kv_type);
+  ap.add_flag({"--float-act"}, "keep activations in float for quantized weights (default: 8-bit)", &f->float_act);
 }
 
 std::string finish_generation_flags(GenerationFlags* f, SessionOptions* so) {
@@ -103,6 +104,7 @@ std::string finish_generation_flags(GenerationFlags* f, SessionOptions* so) {
   f->gen.stop = f->stop;
   f->gen.max_tokens = f->max_tokens;
   so->kv_type = kvt.value();
+  so->int8_activations = !f->float_act;
   so->threads = f->threads;
   so->context = f->ctx;
   so->batch = f->batch;

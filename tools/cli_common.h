@@ -43,6 +43,7 @@ struct GenerationFlags {
   long long ctx = 0;
   long long batch = 256;
   std::string kv_type = "f16";
+  bool float_act = false;
 };
 void add_generation_flags(ArgParser& ap, GenerationFlags* f);
 // Turns the parsed flags into session options and generate options; "" or a usage error.

@@ -49,7 +49,7 @@ int32_t argmax(const float* row, int64_t n) {
 
 int cmd_logits(int argc, char** argv) {
   std::string model_path, tokens_arg, prompt, prompt_file, out_path, kv_type = "f16";
-  bool all = false, json = false, parse_special = false, no_bos = false;
+  bool all = false, json = false, parse_special = false, no_bos = false, float_act = false;
   int top = 32, greedy = 0, threads = 0;
   long long ctx = 0;
   ArgParser ap("logits",
@@ -67,6 +67,8 @@ int cmd_logits(int argc, char** argv) {
   ap.add_int({"--greedy"}, "N", "also decode N tokens greedily after the prompt", &greedy);
   ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32 or f16 (default f16)", &kv_type);
   ap.add_string({"--out"}, "FILE.npy", "write float32 logits [1|n, vocab] as .npy", &out_path);
+  ap.add_flag({"--float-act"}, "keep activations in float for quantized weights (default: 8-bit, as llama.cpp)",
+              &float_act);
   ap.add_flag({"--json"}, "print a JSON object with tokens, top-K per position and greedy tokens", &json);
   ap.add_int({"-t", "--threads"}, "N", "threads (default: all cores)", &threads);
   ap.add_int({"-c", "--ctx"}, "N", "context size (default: prompt + greedy)", &ctx);
@@ -105,6 +107,7 @@ int cmd_logits(int argc, char** argv) {
 
   SessionOptions so;
   so.kv_type = kvt.value();
+  so.int8_activations = !float_act;
   so.threads = threads;
   so.context = ctx > 0 ? ctx : static_cast<int64_t>(tokens.size()) + greedy;
   Result<std::unique_ptr<Session>> session = Session::create(**model, so);

@@ -22,6 +22,9 @@ struct SessionOptions {
   int64_t batch = 256;           // prompt tokens per forward step
   int threads = 0;               // 0: all cores
   DType kv_type = DType::F16;    // F32 or F16
+  // Quantized weights: 8-bit activations and integer dot products (fast; llama.cpp's native
+  // arithmetic) or float activations (exact against dequantized weights).
+  bool int8_activations = true;
 };
 
 class Session {

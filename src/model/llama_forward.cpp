@@ -7,7 +7,8 @@
 
 namespace ll3 {
 
-LlamaRunner::LlamaRunner(const LlamaModel& model, KvCache& kv, ThreadPool& pool, int64_t max_batch_tokens)
+LlamaRunner::LlamaRunner(const LlamaModel& model, KvCache& kv, ThreadPool& pool, int64_t max_batch_tokens,
+                         bool int8_activations)
     : m_(model), c_(model.config), kv_(kv), pool_(pool), max_tokens_(std::max<int64_t>(1, max_batch_tokens)) {
   const int64_t T = max_tokens_;
   q_dim_ = c_.n_heads * c_.head_dim;
@@ -29,6 +30,9 @@ LlamaRunner::LlamaRunner(const LlamaModel& model, KvCache& kv, ThreadPool& pool,
   mm_scratch_.max_cols = std::max({c_.dim, c_.ffn_dim, q_dim_});
   wrows_.resize(static_cast<size_t>(pool.size()) * mm_scratch_.max_cols);
   mm_scratch_.rows = wrows_.data();
+  xq_.resize(static_cast<size_t>(T) * xq_row_bytes(mm_scratch_.max_cols));
+  mm_scratch_.xq = xq_.data();
+  mm_scratch_.int8_activations = int8_activations;
 }
 
 Status LlamaRunner::validate(const BatchPlan& plan) const {

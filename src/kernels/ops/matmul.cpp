@@ -2,9 +2,35 @@
 
 namespace ll3 {
 
+namespace {
+
+// Integer path: quantize each activation row once, then dot every weight row with each of them.
+void matmul_q(ThreadPool& pool, const WeightMatrix& W, const float* x, float* y, int64_t n,
+              const MatmulScratch& scratch) {
+  const TypeTraits& tr = *W.traits;
+  const TypeTraits& act = *type_traits(tr.vec_dot_type);
+  const int64_t rows = W.rows, cols = W.cols;
+  const size_t xq_bytes = dtype_row_bytes(tr.vec_dot_type, cols);
+  pool.parallel_for(n, [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t) act.from_float(x + t * cols, scratch.xq + t * xq_bytes, cols);
+  });
+  pool.parallel_for(rows, [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = begin; r < end; ++r) {
+      const uint8_t* w = W.row(r);
+      for (int64_t t = 0; t < n; ++t) y[t * rows + r] = tr.dot_q(w, scratch.xq + t * xq_bytes, cols);
+    }
+  });
+}
+
+}  // namespace
+
 void matmul(ThreadPool& pool, const WeightMatrix& W, const float* x, float* y, int64_t n,
             const MatmulScratch& scratch) {
   const TypeTraits& tr = *W.traits;
+  if (scratch.int8_activations && tr.dot_q != nullptr && tr.vec_dot_type != DType::F32) {
+    matmul_q(pool, W, x, y, n, scratch);
+    return;
+  }
   static const TypeTraits* f32 = type_traits(DType::F32);
   const int64_t rows = W.rows, cols = W.cols;
   pool.parallel_for(rows, [&](int64_t begin, int64_t end, int thread) {
