@@ -138,6 +138,27 @@ TEST(Cli, RunRejectsOverlongPrompt) {
   EXPECT_NE(r.output.find("more than the context of 4 allows"), std::string::npos) << r.output;
 }
 
+TEST(Cli, ChatUsesTemplateAndReusesThePrefix) {
+  LL3_REQUIRE_SHARED();
+  std::string err = test::temp_dir() + "/chat.err";
+  std::string cmd = "printf 'Hello!\\nHow are you?\\n' | " + ll3() + " chat -m " + tiny() +
+                    " --system 'Be brief.' -n 6 --seed 1 2>" + err;
+  auto a = run_command(cmd);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  std::string stats = test::read_file(err);
+  auto b = run_command(cmd);
+  EXPECT_EQ(a.output, b.output);  // seeded: the same conversation
+  EXPECT_GT(a.output.size(), 4u);
+  // First turn: system + user rendered by the Llama-3 template = 20 tokens, nothing cached yet.
+  size_t first = stats.find("[20 prompt tokens (0 reused), 6 generated");
+  ASSERT_NE(first, std::string::npos) << stats;
+  // Second turn: the first turn's tokens come from the KV cache.
+  size_t second = stats.find("[", first + 1);
+  ASSERT_NE(second, std::string::npos) << stats;
+  EXPECT_EQ(stats.find("(0 reused)", second), std::string::npos) << stats;
+  EXPECT_NE(stats.find("reused), 6 generated", second), std::string::npos) << stats;
+}
+
 TEST(Cli, InspectShowsHyperParametersAndTensors) {
   LL3_REQUIRE_SHARED();
   auto r = run_command(ll3() + " inspect " + test::shared_dir() + "/models/small-llama31-q4_k_m.gguf");
