@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "io/gguf.h"
+#include "io/hf_config.h"
 #include "io/safetensors.h"
 
 namespace ll3 {
@@ -84,31 +85,6 @@ Status matrix_from(const TensorRef& t, int64_t rows, int64_t cols, WeightMatrix*
 }
 
 }  // namespace
-
-std::vector<float> llama3_rope_factors(const LlamaConfig& cfg) {
-  // Frequencies with a wavelength longer than the original context are slowed by `factor`,
-  // short ones kept, and the band between interpolated smoothly (Llama 3.1's "llama3" scaling).
-  const RopeScaling& rs = cfg.rope_scaling;
-  int64_t half = cfg.head_dim / 2;
-  std::vector<float> f(static_cast<size_t>(half), 1.0f);
-  if (!rs.enabled) return f;
-  double low_wavelen = rs.original_context / rs.low_freq_factor;
-  double high_wavelen = rs.original_context / rs.high_freq_factor;
-  for (int64_t i = 0; i < half; ++i) {
-    float freq = 1.0f / std::pow(cfg.rope_theta, static_cast<float>(2 * i) / static_cast<float>(cfg.head_dim));
-    double wavelen = 2.0 * M_PI / freq;
-    if (wavelen < high_wavelen) {
-      f[i] = 1.0f;
-    } else if (wavelen > low_wavelen) {
-      f[i] = rs.factor;
-    } else {
-      double smooth = (rs.original_context / wavelen - rs.low_freq_factor) /
-                      (rs.high_freq_factor - rs.low_freq_factor);
-      f[i] = static_cast<float>(1.0 / ((1.0 - smooth) / rs.factor + smooth));
-    }
-  }
-  return f;
-}
 
 Status LlamaModel::load_gguf(const std::string& file) {
   Result<std::unique_ptr<GgufFile>> g = GgufFile::open(file);
@@ -235,8 +211,10 @@ Status LlamaModel::bind_weights() {
   // config's rope_scaling (Hugging Face), else none.
   if (by_name.count("rope_freqs.weight")) {
     LL3_RETURN_IF_ERROR(vec("rope_freqs.weight", c.head_dim / 2, &rope_factors));
+  } else if (c.rope_scaling.enabled) {
+    rope_factors = llama3_rope_freq_factors(c.head_dim, c.rope_theta, c.rope_scaling);
   } else {
-    rope_factors = llama3_rope_factors(c);
+    rope_factors.assign(static_cast<size_t>(c.head_dim / 2), 1.0f);
   }
   return Status();
 }

@@ -76,7 +76,4 @@ class LlamaModel {
   std::vector<TensorRef> tensors_;  // every tensor of the checkpoint, under its GGUF name
 };
 
-// Llama 3.1 RoPE scaling: the per-dimension divisors of the RoPE frequencies ("rope_freqs").
-std::vector<float> llama3_rope_factors(const LlamaConfig& cfg);
-
 }  // namespace ll3
