@@ -12,8 +12,10 @@
 namespace {
 
 int make_model_main(int argc, char** argv) {
-  std::string summary = "Write a LLaMA-3 GGUF with seeded random weights and the Llama-3 tokenizer.\npresets:";
-  for (const auto& p : ll3::model_presets()) summary += std::string("\n  ") + p.name + ": " + p.summary;
+  std::string summary =
+      "Write a LLaMA-3 GGUF with seeded random weights and the Llama-3 tokenizer.\npresets:";
+  for (const auto& p : ll3::model_presets())
+    summary += std::string("\n  ") + p.name + ": " + p.summary;
   ll3::cli::ArgParser args("make-model", "ll3 make-model --preset NAME --out FILE.gguf [options]",
                            summary);
   std::string preset_name, type_name = "f16", out, tokenizer;
@@ -22,12 +24,14 @@ int make_model_main(int argc, char** argv) {
   args.add_string({"--preset"}, "NAME", "model shape (see the list above)", &preset_name);
   args.add_string({"--type"}, "TYPE", "weight type: f32, f16 or bf16 (default f16)", &type_name);
   args.add_string({"-o", "--out"}, "FILE", "output .gguf file", &out);
-  args.add_int({"--seed"}, "S", "random seed (default 0); the same seed gives the same file", &seed);
+  args.add_int({"--seed"}, "S", "random seed (default 0); the same seed gives the same file",
+               &seed);
   args.add_string({"--tokenizer"}, "DIR",
                   "directory with tokenizer.json (default: shared/tokenizers/llama3, then "
                   "~/.cache/ll3/tokenizer/llama3)",
                   &tokenizer);
-  args.add_int({"-t", "--threads"}, "N", "threads for filling weights (default: all cores)", &threads);
+  args.add_int({"-t", "--threads"}, "N", "threads for filling weights (default: all cores)",
+               &threads);
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
 
   if (preset_name.empty()) return args.usage_error("--preset is required");
@@ -65,7 +69,8 @@ int make_model_main(int argc, char** argv) {
     return 1;
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::fprintf(stderr, "ll3 make-model: wrote %s (preset %s, %s, seed %llu, tokenizer %s) in %.1f s\n",
+  std::fprintf(stderr,
+               "ll3 make-model: wrote %s (preset %s, %s, seed %llu, tokenizer %s) in %.1f s\n",
                out.c_str(), preset->name, type_name.c_str(),
                static_cast<unsigned long long>(opt.seed), dir->c_str(), secs);
   return 0;

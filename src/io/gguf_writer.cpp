@@ -27,16 +27,21 @@ size_t scalar_size(GgufType t) {
   switch (t) {
     case GgufType::U8:
     case GgufType::I8:
-    case GgufType::BOOL: return 1;
+    case GgufType::BOOL:
+      return 1;
     case GgufType::U16:
-    case GgufType::I16: return 2;
+    case GgufType::I16:
+      return 2;
     case GgufType::U32:
     case GgufType::I32:
-    case GgufType::F32: return 4;
+    case GgufType::F32:
+      return 4;
     case GgufType::U64:
     case GgufType::I64:
-    case GgufType::F64: return 8;
-    default: return 0;
+    case GgufType::F64:
+      return 8;
+    default:
+      return 0;
   }
 }
 
@@ -50,12 +55,12 @@ struct FileCloser {
 
 }  // namespace
 
-#define LL3_SCALAR(fn, ctype, gtype)            \
-  GgufWriteValue GgufWriteValue::fn(ctype v) {  \
-    GgufWriteValue r;                           \
-    r.type_ = GgufType::gtype;                  \
-    put(&r.payload_, v);                        \
-    return r;                                   \
+#define LL3_SCALAR(fn, ctype, gtype)           \
+  GgufWriteValue GgufWriteValue::fn(ctype v) { \
+    GgufWriteValue r;                          \
+    r.type_ = GgufType::gtype;                 \
+    put(&r.payload_, v);                       \
+    return r;                                  \
   }
 LL3_SCALAR(u8, uint8_t, U8)
 LL3_SCALAR(i8, int8_t, I8)
@@ -188,10 +193,11 @@ Status GgufWriter::add(std::string_view name, DType type, const std::vector<int6
     elems *= static_cast<uint64_t>(d);
   }
   if (ne[0] % info.block_size != 0) {
-    return Status::errorf("gguf writer: tensor '%s': ne[0]=%lld is not a multiple of the %s "
-                          "block size %lld",
-                          n.c_str(), static_cast<long long>(ne[0]), info.name,
-                          static_cast<long long>(info.block_size));
+    return Status::errorf(
+        "gguf writer: tensor '%s': ne[0]=%lld is not a multiple of the %s "
+        "block size %lld",
+        n.c_str(), static_cast<long long>(ne[0]), info.name,
+        static_cast<long long>(info.block_size));
   }
   Tensor t;
   t.name = std::move(n);
@@ -283,8 +289,8 @@ Status GgufWriter::write(const std::string& path) const {
   if (std::fflush(f.get()) != 0) return fail("cannot flush");
   FILE* raw = f.release();
   if (std::fclose(raw) != 0) {
-    Status s = Status::errorf("gguf writer: cannot close '%s': %s", tmp.c_str(),
-                              std::strerror(errno));
+    Status s =
+        Status::errorf("gguf writer: cannot close '%s': %s", tmp.c_str(), std::strerror(errno));
     std::remove(tmp.c_str());
     return s;
   }

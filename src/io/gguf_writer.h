@@ -84,8 +84,7 @@ class GgufWriter {
   // stay valid until write() returns.
   Status add_tensor(std::string_view name, DType type, const std::vector<int64_t>& ne,
                     const void* data);
-  Status add_tensor(std::string_view name, DType type, const std::vector<int64_t>& ne,
-                    FillFn fill);
+  Status add_tensor(std::string_view name, DType type, const std::vector<int64_t>& ne, FillFn fill);
 
   size_t n_tensors() const { return tensors_.size(); }
   // Total bytes write() will produce.

@@ -28,8 +28,8 @@ class Reader {
       return ok_status();
     }
     if (!it->is_number_integer() || it->get<int64_t>() <= 0) {
-      return error(strprintf("field '%s' must be a positive integer, got %s", key,
-                             it->dump().c_str()));
+      return error(
+          strprintf("field '%s' must be a positive integer, got %s", key, it->dump().c_str()));
     }
     *out = it->get<int64_t>();
     return ok_status();
@@ -104,14 +104,14 @@ Result<LlamaConfig> parse_hf_config(std::string_view json_text, const std::strin
   }
   LL3_RETURN_IF_ERROR(r.get_int("head_dim", c.dim / c.n_heads, &c.head_dim));
   if (c.head_dim % 2 != 0) {
-    return r.error(strprintf("head_dim %lld is odd; RoPE needs pairs",
-                             static_cast<long long>(c.head_dim)));
+    return r.error(
+        strprintf("head_dim %lld is odd; RoPE needs pairs", static_cast<long long>(c.head_dim)));
   }
   if (c.n_heads % c.n_kv_heads != 0) {
-    return r.error(strprintf("num_attention_heads %lld is not a multiple of num_key_value_heads "
-                             "%lld",
-                             static_cast<long long>(c.n_heads),
-                             static_cast<long long>(c.n_kv_heads)));
+    return r.error(
+        strprintf("num_attention_heads %lld is not a multiple of num_key_value_heads "
+                  "%lld",
+                  static_cast<long long>(c.n_heads), static_cast<long long>(c.n_kv_heads)));
   }
   auto tie = j.find("tie_word_embeddings");
   if (tie != j.end() && !tie->is_null()) {
@@ -131,18 +131,18 @@ Result<LlamaConfig> parse_hf_config(std::string_view json_text, const std::strin
       Reader sr(*rs, where + "rope_scaling: ");
       c.rope_scaling.enabled = true;
       LL3_RETURN_IF_ERROR(sr.get_float("factor", NAN, true, &c.rope_scaling.factor));
-      LL3_RETURN_IF_ERROR(sr.get_float("low_freq_factor", NAN, true,
-                                       &c.rope_scaling.low_freq_factor));
-      LL3_RETURN_IF_ERROR(sr.get_float("high_freq_factor", NAN, true,
-                                       &c.rope_scaling.high_freq_factor));
-      LL3_RETURN_IF_ERROR(sr.get_int("original_max_position_embeddings", -1,
-                                     &c.rope_scaling.original_context));
+      LL3_RETURN_IF_ERROR(
+          sr.get_float("low_freq_factor", NAN, true, &c.rope_scaling.low_freq_factor));
+      LL3_RETURN_IF_ERROR(
+          sr.get_float("high_freq_factor", NAN, true, &c.rope_scaling.high_freq_factor));
+      LL3_RETURN_IF_ERROR(
+          sr.get_int("original_max_position_embeddings", -1, &c.rope_scaling.original_context));
       if (c.rope_scaling.high_freq_factor <= c.rope_scaling.low_freq_factor) {
         return sr.error("high_freq_factor must be greater than low_freq_factor");
       }
     } else if (t != "default") {
-      return r.error("rope_scaling type " + (type == rs->end() ? std::string("(missing)")
-                                                               : type->dump()) +
+      return r.error("rope_scaling type " +
+                     (type == rs->end() ? std::string("(missing)") : type->dump()) +
                      " is not supported (only \"llama3\")");
     }
   }
@@ -157,7 +157,8 @@ Result<LlamaConfig> load_hf_config(const std::string& dir_or_file) {
   std::string name;
   if (fs::is_directory(p, ec)) {
     name = fs::absolute(p, ec).lexically_normal().filename().string();
-    if (name.empty()) name = fs::absolute(p, ec).lexically_normal().parent_path().filename().string();
+    if (name.empty())
+      name = fs::absolute(p, ec).lexically_normal().parent_path().filename().string();
     p /= "config.json";
   } else {
     name = fs::absolute(p, ec).parent_path().filename().string();

@@ -21,8 +21,8 @@ Result<LlamaConfig> load_hf_config(const std::string& dir_or_file);
 
 // Special token ids config.json carries (not part of LlamaConfig).
 struct HfConfigTokens {
-  int64_t bos_id = -1;               // -1: omitted
-  std::vector<int64_t> eos_ids;      // one id is written as a number, several as a list
+  int64_t bos_id = -1;           // -1: omitted
+  std::vector<int64_t> eos_ids;  // one id is written as a number, several as a list
 };
 
 // config.json text for `c` (torch_dtype "float32" / "float16" / "bfloat16").

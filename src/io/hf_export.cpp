@@ -33,8 +33,7 @@ Result<int64_t> need_int(const GgufFile& g, const char* key) {
 Result<LlamaConfig> config_from_gguf(const GgufFile& g) {
   auto arch = g.get_string("general.architecture");
   if (!arch || *arch != "llama") {
-    return Status::errorf("hf export: %s: general.architecture is not 'llama'",
-                          g.origin().c_str());
+    return Status::errorf("hf export: %s: general.architecture is not 'llama'", g.origin().c_str());
   }
   LlamaConfig c;
   auto get = [&](const char* key, int64_t* out) -> Status {
@@ -51,13 +50,15 @@ Result<LlamaConfig> config_from_gguf(const GgufFile& g) {
   c.context_length = g.get_int("llama.context_length").value_or(8192);
   c.head_dim = g.get_int("llama.attention.key_length")
                    .value_or(g.get_int("llama.rope.dimension_count").value_or(c.dim / c.n_heads));
-  c.norm_eps = static_cast<float>(g.get_float("llama.attention.layer_norm_rms_epsilon").value_or(1e-5));
+  c.norm_eps =
+      static_cast<float>(g.get_float("llama.attention.layer_norm_rms_epsilon").value_or(1e-5));
   c.rope_theta = static_cast<float>(g.get_float("llama.rope.freq_base").value_or(10000.0));
   if (c.n_kv_heads <= 0 || c.n_heads % c.n_kv_heads != 0 || c.head_dim <= 0 || c.head_dim % 2) {
-    return Status::errorf("hf export: %s: inconsistent head counts (%lld heads, %lld KV heads, "
-                          "head dim %lld)",
-                          g.origin().c_str(), static_cast<long long>(c.n_heads),
-                          static_cast<long long>(c.n_kv_heads), static_cast<long long>(c.head_dim));
+    return Status::errorf(
+        "hf export: %s: inconsistent head counts (%lld heads, %lld KV heads, "
+        "head dim %lld)",
+        g.origin().c_str(), static_cast<long long>(c.n_heads), static_cast<long long>(c.n_kv_heads),
+        static_cast<long long>(c.head_dim));
   }
   const GgufTensorInfo* embd = g.find_tensor("token_embd.weight");
   if (embd == nullptr) {
@@ -70,9 +71,12 @@ Result<LlamaConfig> config_from_gguf(const GgufFile& g) {
 
 const char* torch_dtype(DType t) {
   switch (t) {
-    case DType::F16: return "float16";
-    case DType::BF16: return "bfloat16";
-    default: return "float32";
+    case DType::F16:
+      return "float16";
+    case DType::BF16:
+      return "bfloat16";
+    default:
+      return "float32";
   }
 }
 
@@ -158,9 +162,8 @@ Status export_hf_directory(const GgufFile& gguf, const std::string& out_dir, int
   if (const GgufTensorInfo* rf = gguf.find_tensor("rope_freqs.weight")) {
     if (rf->type != DType::F32 || rf->ne[0] != c.head_dim / 2 || rf->n_dims != 1) {
       return Status::error("hf export: " + gguf.origin() + ": rope_freqs.weight has type " +
-                           std::string(dtype_name(rf->type)) + " and shape " +
-                           rf->shape_string() + "; expected f32 [" +
-                           std::to_string(c.head_dim / 2) + "]");
+                           std::string(dtype_name(rf->type)) + " and shape " + rf->shape_string() +
+                           "; expected f32 [" + std::to_string(c.head_dim / 2) + "]");
     }
     std::vector<float> have(static_cast<size_t>(rf->ne[0]));
     std::memcpy(have.data(), rf->data, have.size() * 4);
@@ -169,9 +172,10 @@ Status export_hf_directory(const GgufFile& gguf, const std::string& out_dir, int
     std::vector<float> want = llama3_rope_freq_factors(c.head_dim, c.rope_theta, c.rope_scaling);
     for (size_t i = 0; i < have.size(); ++i) {
       if (std::fabs(have[i] - want[i]) > 1e-5f * std::fabs(want[i])) {
-        return Status::errorf("hf export: %s: rope_freqs.weight[%zu] = %g is not llama3 scaling "
-                              "with factor %g, low 1, high 4, original context 8192 (%g)",
-                              gguf.origin().c_str(), i, have[i], c.rope_scaling.factor, want[i]);
+        return Status::errorf(
+            "hf export: %s: rope_freqs.weight[%zu] = %g is not llama3 scaling "
+            "with factor %g, low 1, high 4, original context 8192 (%g)",
+            gguf.origin().c_str(), i, have[i], c.rope_scaling.factor, want[i]);
       }
     }
   }
@@ -224,9 +228,9 @@ Status export_hf_directory(const GgufFile& gguf, const std::string& out_dir, int
 
   if (!tokenizer_dir.empty()) LL3_RETURN_IF_ERROR(copy_tokenizer(tokenizer_dir, out_dir));
   // A stale file of the other layout would take precedence when the directory is read.
-  fs::remove(fs::path(out_dir) / (n_shards == 1 ? "model.safetensors.index.json"
-                                                : "model.safetensors"),
-             ec);
+  fs::remove(
+      fs::path(out_dir) / (n_shards == 1 ? "model.safetensors.index.json" : "model.safetensors"),
+      ec);
   const std::map<std::string, std::string> meta = {{"format", "pt"}};
   if (n_shards == 1) {
     return write_safetensors((fs::path(out_dir) / "model.safetensors").string(), st, meta);

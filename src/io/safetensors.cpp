@@ -172,10 +172,11 @@ Status SafetensorsFile::parse_all() {
                             static_cast<long long>(begin), static_cast<long long>(end)));
     }
     if (static_cast<uint64_t>(end) > body_size) {
-      return terr(strprintf("data_offsets [%lld, %lld] extend past end of file (data section "
-                            "%llu bytes)",
-                            static_cast<long long>(begin), static_cast<long long>(end),
-                            static_cast<unsigned long long>(body_size)));
+      return terr(
+          strprintf("data_offsets [%lld, %lld] extend past end of file (data section "
+                    "%llu bytes)",
+                    static_cast<long long>(begin), static_cast<long long>(end),
+                    static_cast<unsigned long long>(body_size)));
     }
     uint64_t expect = n_elems * elem_size;
     if (static_cast<uint64_t>(end - begin) != expect) {
@@ -282,7 +283,8 @@ const SafetensorsTensor* SafetensorsModel::find_tensor(std::string_view name) co
   return it == by_name_.end() ? nullptr : it->second;
 }
 
-Status write_safetensors(const std::string& path, const std::vector<SafetensorsWriteTensor>& tensors,
+Status write_safetensors(const std::string& path,
+                         const std::vector<SafetensorsWriteTensor>& tensors,
                          const std::map<std::string, std::string>& metadata) {
   json header = json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
@@ -305,7 +307,8 @@ Status write_safetensors(const std::string& path, const std::vector<SafetensorsW
     if (header.contains(t.name)) {
       return Status::errorf("safetensors writer: duplicate tensor '%s'", t.name.c_str());
     }
-    header[t.name] = {{"dtype", dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    header[t.name] = {
+        {"dtype", dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
     max_bytes = std::max(max_bytes, bytes);
     sizes.push_back(bytes);

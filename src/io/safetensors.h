@@ -90,7 +90,8 @@ struct SafetensorsWriteTensor {
   std::vector<int64_t> shape;  // outermost first
   std::function<void(uint8_t* dst)> fill;
 };
-Status write_safetensors(const std::string& path, const std::vector<SafetensorsWriteTensor>& tensors,
+Status write_safetensors(const std::string& path,
+                         const std::vector<SafetensorsWriteTensor>& tensors,
                          const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace ll3

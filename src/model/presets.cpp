@@ -38,14 +38,18 @@ std::vector<ModelPreset> make_presets() {
                shape(64, 2, 4, 2, 192, true, 8192), false});
   p.push_back({"small", "dim 256, 4 layers, 8 heads, 2 KV heads, FFN 768, untied, Llama 3.1 rope",
                shape(256, 4, 8, 2, 768, false, 131072), true});
-  p.push_back({"llama3.2-1b", "Llama 3.2 1B: dim 2048, 16 layers, 32 heads, 8 KV heads, FFN 8192, tied",
+  p.push_back({"llama3.2-1b",
+               "Llama 3.2 1B: dim 2048, 16 layers, 32 heads, 8 KV heads, FFN 8192, tied",
                shape(2048, 16, 32, 8, 8192, true, 131072), false});
-  p.push_back({"llama3.2-3b", "Llama 3.2 3B: dim 3072, 28 layers, 24 heads, 8 KV heads, FFN 8192, tied",
+  p.push_back({"llama3.2-3b",
+               "Llama 3.2 3B: dim 3072, 28 layers, 24 heads, 8 KV heads, FFN 8192, tied",
                shape(3072, 28, 24, 8, 8192, true, 131072), false});
-  p.push_back({"llama3.1-8b",
-               "Llama 3.1 8B: dim 4096, 32 layers, 32 heads, 8 KV heads, FFN 14336, untied, rope_freqs",
-               shape(4096, 32, 32, 8, 14336, false, 131072), true});
-  p.push_back({"llama3-8b", "Llama 3 8B: dim 4096, 32 layers, 32 heads, 8 KV heads, FFN 14336, untied",
+  p.push_back(
+      {"llama3.1-8b",
+       "Llama 3.1 8B: dim 4096, 32 layers, 32 heads, 8 KV heads, FFN 14336, untied, rope_freqs",
+       shape(4096, 32, 32, 8, 14336, false, 131072), true});
+  p.push_back({"llama3-8b",
+               "Llama 3 8B: dim 4096, 32 layers, 32 heads, 8 KV heads, FFN 14336, untied",
                shape(4096, 32, 32, 8, 14336, false, 8192), false});
   for (auto& m : p) {
     m.config.name = m.name;
@@ -81,7 +85,9 @@ struct Init {
 
 void store(DType t, uint8_t* dst, int64_t i, float v) {
   switch (t) {
-    case DType::F32: std::memcpy(dst + 4 * i, &v, 4); break;
+    case DType::F32:
+      std::memcpy(dst + 4 * i, &v, 4);
+      break;
     case DType::F16: {
       uint16_t h = f32_to_f16(v);
       std::memcpy(dst + 2 * i, &h, 2);
@@ -223,15 +229,16 @@ Status write_preset_model(const ModelPreset& preset, const TokenizerVocab& vocab
   w.set_u32("llama.vocab_size", static_cast<uint32_t>(n_vocab));
   w.set_u32("llama.rope.dimension_count", static_cast<uint32_t>(c.head_dim));
   // llama_ftype: ALL_F32 = 0, MOSTLY_F16 = 1, MOSTLY_BF16 = 32.
-  w.set_u32("general.file_type",
-            opt.type == DType::F32 ? 0u : opt.type == DType::F16 ? 1u : 32u);
+  w.set_u32("general.file_type", opt.type == DType::F32 ? 0u : opt.type == DType::F16 ? 1u : 32u);
   w.set_string("tokenizer.ggml.model", "gpt2");
   w.set_string("tokenizer.ggml.pre", vocab.pre.empty() ? "llama-bpe" : vocab.pre);
   w.set_string_array("tokenizer.ggml.tokens", vocab.tokens);
   w.set_i32_array("tokenizer.ggml.token_type", vocab.token_types);
   w.set_string_array("tokenizer.ggml.merges", vocab.merges);
-  if (vocab.bos_id >= 0) w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(vocab.bos_id));
-  if (vocab.eos_id >= 0) w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(vocab.eos_id));
+  if (vocab.bos_id >= 0)
+    w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(vocab.bos_id));
+  if (vocab.eos_id >= 0)
+    w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(vocab.eos_id));
   if (vocab.eot_id >= 0 && vocab.eot_id != vocab.eos_id) {
     w.set_u32("tokenizer.ggml.eot_token_id", static_cast<uint32_t>(vocab.eot_id));
   }
@@ -249,7 +256,9 @@ Status write_preset_model(const ModelPreset& preset, const TokenizerVocab& vocab
   };
   const Init norm{1.0f, 0.1f};
   const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
-  auto matrix = [](int64_t fan_in) { return Init{0.0f, 1.0f / std::sqrt(static_cast<float>(fan_in))}; };
+  auto matrix = [](int64_t fan_in) {
+    return Init{0.0f, 1.0f / std::sqrt(static_cast<float>(fan_in))};
+  };
   const Init embd{0.0f, 0.02f};
   // Final norm gain: hidden state has rms ~1 after the norm, so a logit has std about
   // gain * out_std * sqrt(dim); aim for ~5 so the distribution is peaked but not degenerate.
@@ -260,11 +269,9 @@ Status write_preset_model(const ModelPreset& preset, const TokenizerVocab& vocab
   if (preset.rope_freqs) {
     auto factors = std::make_shared<std::vector<float>>(
         llama3_rope_freq_factors(c.head_dim, c.rope_theta, c.rope_scaling));
-    LL3_RETURN_IF_ERROR(w.add_tensor("rope_freqs.weight", DType::F32,
-                                     {static_cast<int64_t>(factors->size())},
-                                     [factors](uint8_t* dst) {
-                                       std::memcpy(dst, factors->data(), factors->size() * 4);
-                                     }));
+    LL3_RETURN_IF_ERROR(w.add_tensor(
+        "rope_freqs.weight", DType::F32, {static_cast<int64_t>(factors->size())},
+        [factors](uint8_t* dst) { std::memcpy(dst, factors->data(), factors->size() * 4); }));
   }
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";

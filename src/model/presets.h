@@ -37,7 +37,7 @@ Result<std::string> find_llama3_tokenizer_dir(const std::string& flag = "");
 struct MakeModelOptions {
   DType type = DType::F16;  // F32, F16 or BF16 for matrices and embeddings; norms stay F32
   uint64_t seed = 0;
-  int threads = 0;          // 0: all cores
+  int threads = 0;  // 0: all cores
 };
 
 // Writes `preset` as a GGUF file. Weights are uniform random with the std the shapes call for

@@ -65,7 +65,8 @@ TEST(MakeModel, TinyFollowsLlamaCppConventions) {
   EXPECT_EQ(g.get_int("llama.attention.head_count"), 4);
   EXPECT_EQ(g.get_int("llama.attention.head_count_kv"), 2);
   EXPECT_EQ(g.get_float("llama.rope.freq_base"), 500000.0);
-  EXPECT_FLOAT_EQ(static_cast<float>(*g.get_float("llama.attention.layer_norm_rms_epsilon")), 1e-5f);
+  EXPECT_FLOAT_EQ(static_cast<float>(*g.get_float("llama.attention.layer_norm_rms_epsilon")),
+                  1e-5f);
   EXPECT_EQ(g.get_int("llama.vocab_size"), 128256);
   EXPECT_EQ(g.get_int("llama.rope.dimension_count"), 16);
   EXPECT_EQ(g.get_int("general.file_type"), 0);
@@ -95,11 +96,11 @@ TEST(MakeModel, TinyFollowsLlamaCppConventions) {
     const char* name;
     int64_t ne0, ne1;
   };
-  const Want want[] = {{"token_embd.weight", 64, 128256}, {"output_norm.weight", 64, 1},
-                       {"blk.1.attn_norm.weight", 64, 1}, {"blk.1.attn_q.weight", 64, 64},
-                       {"blk.1.attn_k.weight", 64, 32},   {"blk.1.attn_v.weight", 64, 32},
+  const Want want[] = {{"token_embd.weight", 64, 128256},    {"output_norm.weight", 64, 1},
+                       {"blk.1.attn_norm.weight", 64, 1},    {"blk.1.attn_q.weight", 64, 64},
+                       {"blk.1.attn_k.weight", 64, 32},      {"blk.1.attn_v.weight", 64, 32},
                        {"blk.1.attn_output.weight", 64, 64}, {"blk.1.ffn_norm.weight", 64, 1},
-                       {"blk.1.ffn_gate.weight", 64, 192}, {"blk.1.ffn_up.weight", 64, 192},
+                       {"blk.1.ffn_gate.weight", 64, 192},   {"blk.1.ffn_up.weight", 64, 192},
                        {"blk.1.ffn_down.weight", 192, 64}};
   for (const auto& w : want) {
     const GgufTensorInfo* t = g.find_tensor(w.name);

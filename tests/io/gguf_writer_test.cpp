@@ -48,8 +48,8 @@ TEST(GgufWriter, EveryValueTypeRoundTrips) {
   w.set("t.nested", GgufWriteValue::array({GgufWriteValue::string_array({"x", "yz"}),
                                            GgufWriteValue::string_array({"w"})}));
   const int64_t i64s[2] = {-5, 6};
-  w.set("t.nested_num", GgufWriteValue::array({GgufWriteValue::numeric_array(
-                            GgufType::I64, i64s, 2)}));
+  w.set("t.nested_num",
+        GgufWriteValue::array({GgufWriteValue::numeric_array(GgufType::I64, i64s, 2)}));
   w.set_u32("t.replaced", 1);
   w.set_u32("t.replaced", 2);  // replaced in place
 
@@ -130,12 +130,10 @@ TEST(GgufWriter, TensorsAlignedAndDataIntact) {
     ASSERT_TRUE(w.add_tensor("a", DType::F32, {7, 3}, a.data()).ok());
     ASSERT_TRUE(w.add_tensor("b", DType::F16, {5, 2}, b.data()).ok());
     int fills = 0;
-    ASSERT_TRUE(w.add_tensor("c", DType::BF16, {3, 1, 2, 1},
-                             [&](uint8_t* dst) {
-                               ++fills;
-                               for (int i = 0; i < 12; ++i) dst[i] = static_cast<uint8_t>(i * 7 + 1);
-                             })
-                    .ok());
+    ASSERT_TRUE(w.add_tensor("c", DType::BF16, {3, 1, 2, 1}, [&](uint8_t* dst) {
+                   ++fills;
+                   for (int i = 0; i < 12; ++i) dst[i] = static_cast<uint8_t>(i * 7 + 1);
+                 }).ok());
     std::vector<float> d = random_floats(1, 3);
     ASSERT_TRUE(w.add_tensor("d", DType::F32, {1}, d.data()).ok());
 

@@ -128,8 +128,8 @@ TEST(HfConfig, Llama3RopeFactors) {
   // Llama 3.1 8B: head_dim 128, theta 500000, factor 8, low 1, high 4, original 8192.
   std::vector<float> f = llama3_rope_freq_factors(128, 500000.0f, RopeScaling{});
   ASSERT_EQ(f.size(), 64u);
-  EXPECT_EQ(f[0], 1.0f);    // high frequencies unscaled
-  EXPECT_EQ(f[63], 8.0f);   // low frequencies divided by the factor
+  EXPECT_EQ(f[0], 1.0f);   // high frequencies unscaled
+  EXPECT_EQ(f[63], 8.0f);  // low frequencies divided by the factor
   int smooth = 0;
   for (size_t i = 1; i < f.size(); ++i) {
     EXPECT_GE(f[i], f[i - 1]);

@@ -199,9 +199,10 @@ TEST(Safetensors, WriteThenOpenDirSingleAndSharded) {
   test::write_file(dir2 + "/model.safetensors.index.json",
                    R"({"weight_map": {"a": "../model.safetensors"}})");
   EXPECT_EQ(SafetensorsModel::open_dir(dir2).message(),
-            "safetensors: " + dir2 + "/model.safetensors.index.json: weight_map entry 'a' names "
-                                     "shard '../model.safetensors', which is not a file name in "
-                                     "the directory");
+            "safetensors: " + dir2 +
+                "/model.safetensors.index.json: weight_map entry 'a' names "
+                "shard '../model.safetensors', which is not a file name in "
+                "the directory");
   test::write_file(dir2 + "/model.safetensors.index.json", R"({"weight_map": {
       "a": "model-00001-of-00002.safetensors", "x": "model-00002-of-00002.safetensors"}})");
   // Same tensor in two shards.
