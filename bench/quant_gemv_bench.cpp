@@ -69,6 +69,50 @@ void gemv_q(benchmark::State& state, DType t) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.size()));
 }
 
+// Prompt processing: W (rows x n) times `tokens` activation rows through dot_q_rows (each weight
+// row unpacked once per few tokens) or, with per_row, one dot_q per (row, token). Counts 2 ops
+// per weight per token.
+void gemm_q(benchmark::State& state, DType t, bool per_row) {
+  const int64_t n = state.range(0), rows = state.range(1), tokens = state.range(2);
+  const ll3::TypeTraits* tt = ll3::type_traits(t);
+  const ll3::TypeTraits* act = ll3::type_traits(tt->vec_dot_type);
+  const std::vector<uint8_t> w = make_weights(t, n, rows);
+  const size_t row_bytes = ll3::dtype_row_bytes(t, n);
+  const size_t xq_bytes = ll3::dtype_row_bytes(tt->vec_dot_type, n);
+  std::vector<float> x(n), y(rows * tokens);
+  std::vector<uint8_t> xq(xq_bytes * tokens);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for (int64_t j = 0; j < tokens; ++j) {
+    for (float& v : x) v = g(rng);
+    act->from_float(x.data(), xq.data() + j * xq_bytes, n);
+  }
+  for (auto _ : state) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* wr = w.data() + r * row_bytes;
+      if (per_row) {
+        for (int64_t j = 0; j < tokens; ++j) y[j * rows + r] = tt->dot_q(wr, xq.data() + j * xq_bytes, n);
+      } else {
+        tt->dot_q_rows(wr, xq.data(), xq_bytes, tokens, n, y.data() + r, rows);
+      }
+    }
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GOPS"] = benchmark::Counter(2.0 * n * rows * tokens * state.iterations() / 1e9,
+                                              benchmark::Counter::kIsRate);
+}
+
+#define LL3_GEMM_Q(T)                                                                                  \
+  BENCHMARK_CAPTURE(gemm_q, T, DType::T, false)->Args({2048, 512, 32})->Unit(benchmark::kMillisecond); \
+  BENCHMARK_CAPTURE(gemm_q, T##_per_row, DType::T, true)->Args({2048, 512, 32})->Unit(benchmark::kMillisecond);
+
+LL3_GEMM_Q(Q8_0)
+LL3_GEMM_Q(Q4_0)
+LL3_GEMM_Q(Q4_K)
+LL3_GEMM_Q(Q5_K)
+LL3_GEMM_Q(Q6_K)
+
 #define LL3_GEMV_Q(T) \
   BENCHMARK_CAPTURE(gemv_q, T, DType::T)->Args({2048, 2048})->Args({2048, 8192})->Unit(benchmark::kMicrosecond);
 

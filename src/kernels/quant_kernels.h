@@ -2,6 +2,7 @@
 // TypeTraits fields: n is a multiple of the type's block size (32 or 256).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace ll3::kernels {
@@ -70,6 +71,10 @@ LL3_QUANT_SIMD_KERNELS(q4_k)
 LL3_QUANT_SIMD_KERNELS(q5_k)
 LL3_QUANT_SIMD_KERNELS(q6_k)
 LL3_QUANT_INT_DOTS
+// One weight row against nx activation rows (TypeTraits::dot_q_rows).
+void q4_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride);
+void q6_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride);
+void q8_0_dot_q8_0_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride);
 }  // namespace avx512
 
 #undef LL3_QUANT_ROW_KERNELS

@@ -13,6 +13,15 @@ namespace {
 
 constexpr size_t kMaxType = 40;
 using Table = std::array<TypeTraits, kMaxType>;
+using DotQ = float (*)(const void*, const void*, int64_t);
+
+// dot_q_rows for kernels without a batched version: one dot_q per activation row.
+template <DotQ Dot>
+void rows_by_dot(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y,
+                 size_t y_stride) {
+  const uint8_t* a = static_cast<const uint8_t*>(xq);
+  for (int64_t j = 0; j < nx; ++j) y[j * y_stride] = Dot(row, a + j * stride, n);
+}
 
 // Every supported type registers here; a type with no to_float is unsupported.
 Table make_ref_table() {
@@ -35,20 +44,21 @@ Table make_ref_table() {
   t[size_t(DType::Q8_K)] = {DType::Q8_K, q8_k_to_float, q8_k_from_float, q8_k_dot};
   t[size_t(DType::Q8_1)] = {DType::Q8_1, q8_1_to_float, q8_1_from_float, q8_1_dot};
   // The integer path: activation block type and weight x quantized-activation dot.
-  auto int_path = [&t](DType w, DType a, float (*dot)(const void*, const void*, int64_t)) {
-    t[size_t(w)].vec_dot_type = a;
-    t[size_t(w)].dot_q = dot;
-  };
-  int_path(DType::Q4_0, DType::Q8_0, q4_0_dot_q8_0);
-  int_path(DType::Q4_1, DType::Q8_1, q4_1_dot_q8_1);
-  int_path(DType::Q5_0, DType::Q8_0, q5_0_dot_q8_0);
-  int_path(DType::Q5_1, DType::Q8_1, q5_1_dot_q8_1);
-  int_path(DType::Q8_0, DType::Q8_0, q8_0_dot_q8_0);
-  int_path(DType::Q2_K, DType::Q8_K, q2_k_dot_q8_k);
-  int_path(DType::Q3_K, DType::Q8_K, q3_k_dot_q8_k);
-  int_path(DType::Q4_K, DType::Q8_K, q4_k_dot_q8_k);
-  int_path(DType::Q5_K, DType::Q8_K, q5_k_dot_q8_k);
-  int_path(DType::Q6_K, DType::Q8_K, q6_k_dot_q8_k);
+#define LL3_INT_PATH(T, A, dot)                                   \
+  t[size_t(DType::T)].vec_dot_type = DType::A;                    \
+  t[size_t(DType::T)].dot_q = dot;                                \
+  t[size_t(DType::T)].dot_q_rows = rows_by_dot<dot>;
+  LL3_INT_PATH(Q4_0, Q8_0, q4_0_dot_q8_0)
+  LL3_INT_PATH(Q4_1, Q8_1, q4_1_dot_q8_1)
+  LL3_INT_PATH(Q5_0, Q8_0, q5_0_dot_q8_0)
+  LL3_INT_PATH(Q5_1, Q8_1, q5_1_dot_q8_1)
+  LL3_INT_PATH(Q8_0, Q8_0, q8_0_dot_q8_0)
+  LL3_INT_PATH(Q2_K, Q8_K, q2_k_dot_q8_k)
+  LL3_INT_PATH(Q3_K, Q8_K, q3_k_dot_q8_k)
+  LL3_INT_PATH(Q4_K, Q8_K, q4_k_dot_q8_k)
+  LL3_INT_PATH(Q5_K, Q8_K, q5_k_dot_q8_k)
+  LL3_INT_PATH(Q6_K, Q8_K, q6_k_dot_q8_k)
+#undef LL3_INT_PATH
   return t;
 }
 
@@ -62,10 +72,12 @@ void set_quant_kernels(Table& t) {
     t[size_t(DType::T)].to_float = kernels::avx2::lower##_to_float;          \
     t[size_t(DType::T)].dot_f32 = kernels::avx2::lower##_dot;                \
     t[size_t(DType::T)].dot_q = kernels::avx2::lower##_dot_##act;            \
+    t[size_t(DType::T)].dot_q_rows = rows_by_dot<kernels::avx2::lower##_dot_##act>; \
   } else {                                                                   \
     t[size_t(DType::T)].to_float = kernels::avx512::lower##_to_float;        \
     t[size_t(DType::T)].dot_f32 = kernels::avx512::lower##_dot;              \
     t[size_t(DType::T)].dot_q = kernels::avx512::lower##_dot_##act;          \
+    t[size_t(DType::T)].dot_q_rows = rows_by_dot<kernels::avx512::lower##_dot_##act>; \
   }
   LL3_SET(Q4_0, q4_0, q8_0)
   LL3_SET(Q4_1, q4_1, q8_1)
@@ -78,6 +90,11 @@ void set_quant_kernels(Table& t) {
   LL3_SET(Q5_K, q5_k, q8_k)
   LL3_SET(Q6_K, q6_k, q8_k)
 #undef LL3_SET
+  if constexpr (std::is_same_v<Isa, Avx512>) {  // batched kernels of the common types
+    t[size_t(DType::Q4_K)].dot_q_rows = kernels::avx512::q4_k_dot_q8_k_rows;
+    t[size_t(DType::Q6_K)].dot_q_rows = kernels::avx512::q6_k_dot_q8_k_rows;
+    t[size_t(DType::Q8_0)].dot_q_rows = kernels::avx512::q8_0_dot_q8_0_rows;
+  }
 }
 
 Table make_best_table() {

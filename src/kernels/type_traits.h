@@ -27,6 +27,11 @@ struct TypeTraits {
   //   for each row r: y[r] = w->dot_q(row_r, xq, n);
   DType vec_dot_type = DType::F32;
   float (*dot_q)(const void* row, const void* xq, int64_t n) = nullptr;
+  // dot_q of one weight row against nx activation rows (xq_stride bytes apart), written to
+  // y[j * y_stride]: the weight row is unpacked once per few activation rows instead of once per
+  // row, which is what prompt processing wants. Set whenever dot_q is.
+  void (*dot_q_rows)(const void* row, const void* xq, size_t xq_stride, int64_t nx, int64_t n, float* y,
+                     size_t y_stride) = nullptr;
 };
 
 // The fastest kernels for this CPU; nullptr when the type is not supported.

@@ -120,6 +120,88 @@ TEST(QuantIntDot, DispatchedMatchesReference) {
   }
 }
 
+// dot_q_rows (one weight row against several activation rows) equals dot_q row by row, for
+// every count of rows around the kernels' pass size (4), with a y stride.
+void check_rows(DType type, bool reference) {
+  const TypeTraits* t = reference ? type_traits_ref(type) : type_traits(type);
+  ASSERT_NE(t->dot_q_rows, nullptr) << dtype_name(type);
+  const TypeTraits* act = type_traits_ref(t->vec_dot_type);
+  const int64_t n = dtype_info(type).block_size * 5;
+  std::mt19937 rng(static_cast<uint32_t>(type) + 77);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> wf(n);
+  for (float& v : wf) v = g(rng);
+  std::vector<uint8_t> w(dtype_row_bytes(type, n));
+  type_traits_ref(type)->from_float(wf.data(), w.data(), n);
+  const int64_t max_nx = 9;
+  const size_t stride = dtype_row_bytes(t->vec_dot_type, n) + 64;  // padded, like a scratch row
+  std::vector<uint8_t> xq(stride * max_nx);
+  std::vector<float> x(n);
+  for (int64_t j = 0; j < max_nx; ++j) {
+    for (float& v : x) v = g(rng);
+    act->from_float(x.data(), xq.data() + j * stride, n);
+  }
+  for (int64_t nx = 1; nx <= max_nx; ++nx) {
+    std::vector<float> y(nx * 3, -7.0f);
+    t->dot_q_rows(w.data(), xq.data(), stride, nx, n, y.data(), 3);
+    for (int64_t j = 0; j < nx; ++j) {
+      const float want = t->dot_q(w.data(), xq.data() + j * stride, n);
+      EXPECT_NEAR(y[j * 3], want, 1e-5f * (1 + std::fabs(want))) << dtype_name(type) << " nx " << nx << " row " << j;
+      EXPECT_EQ(y[j * 3 + 1], -7.0f) << "wrote outside its stride";
+    }
+  }
+}
+
+TEST(QuantIntDot, RowsMatchSingleDots) {
+  for (const IntKernels& k : all_int_kernels()) {
+    check_rows(k.type, true);
+    check_rows(k.type, false);
+  }
+}
+
+TEST(QuantIntDot, Avx512RowKernels) {
+  if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "CPU lacks the avx512 kernel set";
+  // The batched kernels against the reference dot, directly (not through the table).
+  struct {
+    DType type;
+    void (*rows)(const void*, const void*, size_t, int64_t, int64_t, float*, size_t);
+  } cases[] = {{DType::Q4_K, kernels::avx512::q4_k_dot_q8_k_rows},
+               {DType::Q6_K, kernels::avx512::q6_k_dot_q8_k_rows},
+               {DType::Q8_0, kernels::avx512::q8_0_dot_q8_0_rows}};
+  for (const auto& c : cases) {
+    const TypeTraits* ref = type_traits_ref(c.type);
+    const int64_t n = dtype_info(c.type).block_size * 3;
+    std::mt19937 rng(9);
+    std::vector<uint8_t> w(dtype_row_bytes(c.type, n));
+    for (uint8_t& b : w) b = static_cast<uint8_t>(rng());
+    const size_t bb = dtype_info(c.type).block_bytes;
+    const int d_off = c.type == DType::Q6_K ? 208 : 0;
+    for (int64_t blk = 0; blk < n / dtype_info(c.type).block_size; ++blk) {
+      const uint16_t h = f32_to_f16(0.01f * (blk + 1));
+      std::memcpy(w.data() + blk * bb + d_off, &h, 2);
+      if (c.type == DType::Q4_K) std::memcpy(w.data() + blk * bb + 2, &h, 2);
+    }
+    const size_t stride = dtype_row_bytes(ref->vec_dot_type, n);
+    std::vector<uint8_t> xq(stride * 6);
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    std::vector<float> x(n);
+    for (int j = 0; j < 6; ++j) {
+      for (float& v : x) v = g(rng);
+      type_traits_ref(ref->vec_dot_type)->from_float(x.data(), xq.data() + j * stride, n);
+    }
+    std::vector<float> y(6), wf(n), af(n);
+    c.rows(w.data(), xq.data(), stride, 6, n, y.data(), 1);
+    ref->to_float(w.data(), wf.data(), n);
+    for (int j = 0; j < 6; ++j) {
+      type_traits_ref(ref->vec_dot_type)->to_float(xq.data() + j * stride, af.data(), n);
+      double mag = 0;
+      for (int64_t i = 0; i < n; ++i) mag += std::fabs(double(wf[i]) * af[i]);
+      const float want = ref->dot_q(w.data(), xq.data() + j * stride, n);
+      EXPECT_NEAR(y[j], want, 4e-6 * mag) << dtype_name(c.type) << " row " << j;
+    }
+  }
+}
+
 TEST(QuantIntDot, ActivationBlocksKeepSideSums) {
   std::mt19937 rng(3);
   std::normal_distribution<float> g(0.0f, 2.0f);

@@ -1,6 +1,7 @@
 // AVX-512 VNNI integer dots: weight blocks times int8 activation blocks, products summed exactly
 // in int32 by vpdpbusd (unsigned weight bytes x signed activation bytes), then scaled in float.
-// Signed weights (Q4_0, Q5_0, Q8_0) use the sign trick: |w| x (a * sign(w)).
+// Signed weights (Q4_0, Q5_0, Q8_0) use the sign trick: |w| x (a * sign(w)). Q4_K, Q6_K and
+// Q8_0, the types of the common files, have their own kernels in quant_vnni_rows.cpp.
 #include <immintrin.h>
 
 #include "kernels/quant_kernels.h"
@@ -54,7 +55,6 @@ __m256i q4_0_vals(const BlockQ4_0& b) { return _mm256_sub_epi8(simd::unpack_q4_3
 __m256i q5_0_vals(const BlockQ5_0& b) {
   return _mm256_sub_epi8(simd::unpack_q5_32(b.qs, b.qh), _mm256_set1_epi8(16));
 }
-__m256i q8_0_vals(const BlockQ8_0& b) { return load32(b.qs); }
 __m256i q4_1_vals(const BlockQ4_1& b) { return simd::unpack_q4_32(b.qs); }
 __m256i q5_1_vals(const BlockQ5_1& b) { return simd::unpack_q5_32(b.qs, b.qh); }
 float q4_1_offset(const BlockQ4_1& w, const BlockQ8_1& a) { return simd::h2f(w.m) * simd::h2f(a.s); }
@@ -92,51 +92,6 @@ float k_dot_q8k(const void* row, const void* xq, int64_t n) {
   return _mm512_reduce_add_ps(total);
 }
 
-// Q4_K x Q8_K without the byte buffer: nibbles go straight into vpdpbusd, the per-lane int32
-// sums (< 2^15) are multiplied by the 6-bit scales with vpdpwssd (scale in the low int16 of each
-// lane, 0 in the high one), and the mins use the activation block's bsums.
-float q4_k_dot_q8_k_vnni(const void* row, const void* xq, int64_t n) {
-  const BlockQ4_K* w = static_cast<const BlockQ4_K*>(row);
-  const BlockQ8_K* a = static_cast<const BlockQ8_K*>(xq);
-  const __m512i nib = _mm512_set1_epi8(0x0F);
-  const __m512i shifts = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
-  __m512 acc = _mm512_setzero_ps();
-  __m256 acc_min = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    // 6-bit scales and mins of the 8 sub-blocks, 4 per u32 (see quant::k4_scale_min).
-    uint32_t s32[3];
-    std::memcpy(s32, w[i].scales, 12);
-    const uint32_t sc_lo = s32[0] & 0x3f3f3f3f;
-    const uint32_t m_lo = s32[1] & 0x3f3f3f3f;
-    const uint32_t sc_hi = (s32[2] & 0x0f0f0f0f) | (((s32[0] >> 6) & 0x03030303) << 4);
-    const uint32_t m_hi = ((s32[2] >> 4) & 0x0f0f0f0f) | (((s32[1] >> 6) & 0x03030303) << 4);
-    // Scale of sub-block j in the low int16 of int32 lane j (0..7).
-    const __m512i sc = _mm512_castsi256_si512(
-        _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(uint64_t(sc_hi) << 32 | sc_lo))));
-    __m512i isum = _mm512_setzero_si512();
-    for (int k = 0; k < 4; ++k) {
-      const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qs + 32 * k)));
-      const __m512i u = _mm512_and_si512(_mm512_srlv_epi64(q, shifts), nib);  // sub-blocks 2k, 2k+1
-      const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, _mm512_loadu_si512(a[i].qs + 64 * k));
-      const __m512i sck = _mm512_permutexvar_epi32(
-          _mm512_setr_epi32(2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k + 1, 2 * k + 1,
-                            2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1),
-          sc);
-      isum = _mm512_dpwssd_epi32(isum, p, sck);
-    }
-    const float da = a[i].d;
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(simd::h2f(w[i].d) * da), acc);
-    // Mins: sum_j m_j * (bsum[2j] + bsum[2j+1]).
-    const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].bsums));
-    const __m128i pair = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-    const __m128i mins = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(uint64_t(m_hi) << 32 | m_lo)));
-    const __m128i pm = _mm_madd_epi16(pair, mins);
-    acc_min = _mm256_fmadd_ps(_mm256_castps128_ps256(_mm_cvtepi32_ps(pm)),
-                              _mm256_set1_ps(simd::h2f(w[i].dmin) * da), acc_min);
-  }
-  return _mm512_reduce_add_ps(acc) - hsum8(acc_min);
-}
-
 }  // namespace
 
 float q4_0_dot_q8_0(const void* row, const void* xq, int64_t n) {
@@ -144,9 +99,6 @@ float q4_0_dot_q8_0(const void* row, const void* xq, int64_t n) {
 }
 float q5_0_dot_q8_0(const void* row, const void* xq, int64_t n) {
   return legacy_dot<BlockQ5_0, BlockQ8_0, true, q5_0_vals>(row, xq, n);
-}
-float q8_0_dot_q8_0(const void* row, const void* xq, int64_t n) {
-  return legacy_dot<BlockQ8_0, BlockQ8_0, true, q8_0_vals>(row, xq, n);
 }
 float q4_1_dot_q8_1(const void* row, const void* xq, int64_t n) {
   return legacy_dot<BlockQ4_1, BlockQ8_1, false, q4_1_vals, q4_1_offset>(row, xq, n);
@@ -157,8 +109,6 @@ float q5_1_dot_q8_1(const void* row, const void* xq, int64_t n) {
 
 float q2_k_dot_q8_k(const void* row, const void* xq, int64_t n) { return k_dot_q8k<BlockQ2_K, simd::unpack_q2_k>(row, xq, n); }
 float q3_k_dot_q8_k(const void* row, const void* xq, int64_t n) { return k_dot_q8k<BlockQ3_K, simd::unpack_q3_k>(row, xq, n); }
-float q4_k_dot_q8_k(const void* row, const void* xq, int64_t n) { return q4_k_dot_q8_k_vnni(row, xq, n); }
 float q5_k_dot_q8_k(const void* row, const void* xq, int64_t n) { return k_dot_q8k<BlockQ5_K, simd::unpack_q5_k>(row, xq, n); }
-float q6_k_dot_q8_k(const void* row, const void* xq, int64_t n) { return k_dot_q8k<BlockQ6_K, simd::unpack_q6_k>(row, xq, n); }
 
 }  // namespace ll3::kernels::avx512

@@ -1,0 +1,198 @@
+// AVX-512 VNNI kernels of the types most files use (Q4_K, Q6_K, Q8_0), for one activation row
+// (dot_q, decoding) and for several (dot_q_rows, prompt processing). A weight block is unpacked
+// into registers once and then multiplied into up to four activation rows, so the unpacking cost
+// is shared across the batch. Products are summed exactly in int32 (vpdpbusd), scaled per
+// sub-block in int32 (vpdpwssd: the sub-block sums are below 2^15 and the scale sits in the low
+// int16 of each lane), and converted to float once per block.
+#include <immintrin.h>
+
+#include "kernels/quant_kernels.h"
+#include "kernels/quant_simd_unpack.h"
+
+namespace ll3::kernels::avx512 {
+
+using namespace ll3::quant;
+
+namespace {
+
+constexpr int kMaxNX = 4;  // activation rows per pass
+
+inline float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+template <class A>
+inline const A* act_row(const void* xq, size_t stride, int x) {
+  return reinterpret_cast<const A*>(static_cast<const uint8_t*>(xq) + x * stride);
+}
+
+// ---- Q4_K x Q8_K ----------------------------------------------------------------------------
+
+template <int NX>
+void q4_k_rows(const void* row, const void* xq, size_t stride, int64_t n, float* y, size_t y_stride) {
+  const BlockQ4_K* w = static_cast<const BlockQ4_K*>(row);
+  const __m512i nib = _mm512_set1_epi8(0x0F);
+  const __m512i shifts = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
+  __m512 acc[NX];
+  __m256 acc_min[NX];
+  for (int x = 0; x < NX; ++x) {
+    acc[x] = _mm512_setzero_ps();
+    acc_min[x] = _mm256_setzero_ps();
+  }
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    // 6-bit scales and mins of the 8 sub-blocks, 4 per u32 (the layout of quant::k4_scale_min).
+    uint32_t s32[3];
+    std::memcpy(s32, w[i].scales, 12);
+    const uint32_t sc_lo = s32[0] & 0x3f3f3f3f;
+    const uint32_t m_lo = s32[1] & 0x3f3f3f3f;
+    const uint32_t sc_hi = (s32[2] & 0x0f0f0f0f) | (((s32[0] >> 6) & 0x03030303) << 4);
+    const uint32_t m_hi = ((s32[2] >> 4) & 0x0f0f0f0f) | (((s32[1] >> 6) & 0x03030303) << 4);
+    const __m512i sc = _mm512_castsi256_si512(
+        _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(uint64_t(sc_hi) << 32 | sc_lo))));
+    // Min j twice (for the activation's 16-value sums 2j and 2j+1), as int16.
+    const __m128i m8 = _mm_cvtsi64_si128(static_cast<long long>(uint64_t(m_hi) << 32 | m_lo));
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+    // Chunk k holds sub-blocks 2k (low nibbles) and 2k+1 (high nibbles), 64 weights in order.
+    __m512i u[4], sck[4];
+    for (int k = 0; k < 4; ++k) {
+      const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qs + 32 * k)));
+      u[k] = _mm512_and_si512(_mm512_srlv_epi64(q, shifts), nib);
+      sck[k] = _mm512_permutexvar_epi32(_mm512_setr_epi32(2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k,
+                                                          2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1,
+                                                          2 * k + 1, 2 * k + 1, 2 * k + 1),
+                                        sc);
+    }
+    const float d = simd::h2f(w[i].d), dmin = simd::h2f(w[i].dmin);
+    for (int x = 0; x < NX; ++x) {
+      const BlockQ8_K& a = act_row<BlockQ8_K>(xq, stride, x)[i];
+      __m512i isum = _mm512_setzero_si512();
+      for (int k = 0; k < 4; ++k) {
+        const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[k], _mm512_loadu_si512(a.qs + 64 * k));
+        isum = _mm512_dpwssd_epi32(isum, p, sck[k]);
+      }
+      acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d * a.d), acc[x]);
+      // Mins: sum_j m_j * (bsum[2j] + bsum[2j+1]).
+      const __m256i pm = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)), mins);
+      acc_min[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pm), _mm256_set1_ps(dmin * a.d), acc_min[x]);
+    }
+  }
+  for (int x = 0; x < NX; ++x) y[x * y_stride] = _mm512_reduce_add_ps(acc[x]) - hsum8(acc_min[x]);
+}
+
+// ---- Q6_K x Q8_K ----------------------------------------------------------------------------
+// w = d * sc_g * (u - 32): sum w a = d * d_a * (sum_g sc_g * U_g - 32 * sum_g sc_g * bsum_g).
+
+template <int NX>
+void q6_k_rows(const void* row, const void* xq, size_t stride, int64_t n, float* y, size_t y_stride) {
+  const BlockQ6_K* w = static_cast<const BlockQ6_K*>(row);
+  const __m512i nib = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+  const __m512i shl = _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2);
+  const __m512i shr = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2);
+  const __m512i low16 = _mm512_set1_epi32(0xFFFF);
+  const __m512i lane_group = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  __m512 acc[NX];
+  for (int x = 0; x < NX; ++x) acc[x] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[i].scales));
+    // Signed scale in the low int16 of each lane, 0 above (vpdpwssd multiplies both halves).
+    const __m512i sc = _mm512_and_si512(_mm512_cvtepi8_epi32(sc8), low16);
+    const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+    __m512i u[4], sck[4];
+    for (int h = 0; h < 2; ++h) {
+      const __m512i l = _mm512_loadu_si512(w[i].ql + 64 * h);
+      const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qh + 32 * h)));
+      u[2 * h] = _mm512_or_si512(_mm512_and_si512(l, nib), _mm512_and_si512(_mm512_sllv_epi64(q, shl), m30));
+      u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), nib),
+                                     _mm512_and_si512(_mm512_srlv_epi64(q, shr), m30));
+    }
+    for (int c = 0; c < 4; ++c) {
+      sck[c] = _mm512_permutexvar_epi32(_mm512_add_epi32(lane_group, _mm512_set1_epi32(4 * c)), sc);
+    }
+    const float d = simd::h2f(w[i].d);
+    for (int x = 0; x < NX; ++x) {
+      const BlockQ8_K& a = act_row<BlockQ8_K>(xq, stride, x)[i];
+      __m512i isum = _mm512_setzero_si512();
+      for (int c = 0; c < 4; ++c) {
+        const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[c], _mm512_loadu_si512(a.qs + 64 * c));
+        isum = _mm512_dpwssd_epi32(isum, p, sck[c]);
+      }
+      const __m256i off = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)), sc16);
+      isum = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(_mm256_slli_epi32(off, 5)));
+      acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d * a.d), acc[x]);
+    }
+  }
+  for (int x = 0; x < NX; ++x) y[x * y_stride] = _mm512_reduce_add_ps(acc[x]);
+}
+
+// ---- Q8_0 x Q8_0 ----------------------------------------------------------------------------
+
+template <int NX>
+void q8_0_rows(const void* row, const void* xq, size_t stride, int64_t n, float* y, size_t y_stride) {
+  const BlockQ8_0* w = static_cast<const BlockQ8_0*>(row);
+  __m256 acc[NX];
+  for (int x = 0; x < NX; ++x) acc[x] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qs));
+    const __m256i aq = _mm256_abs_epi8(q);  // sign trick: |w| x (a * sign(w))
+    const float d = simd::h2f(w[i].d);
+    for (int x = 0; x < NX; ++x) {
+      const BlockQ8_0& a = act_row<BlockQ8_0>(xq, stride, x)[i];
+      const __m256i sa = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs)), q);
+      const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), aq, sa);
+      acc[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * simd::h2f(a.d)), acc[x]);
+    }
+  }
+  for (int x = 0; x < NX; ++x) y[x * y_stride] = hsum8(acc[x]);
+}
+
+// Split nx activation rows into passes of at most kMaxNX.
+template <template <int> class K>
+void run_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride) {
+  int64_t x = 0;
+  for (; x + kMaxNX <= nx; x += kMaxNX) K<kMaxNX>::run(row, act_row<uint8_t>(xq, stride, x), stride, n, y + x * y_stride, y_stride);
+  const uint8_t* rest = act_row<uint8_t>(xq, stride, x);
+  static_assert(kMaxNX == 4, "the remainder cases below cover 1 .. kMaxNX - 1");
+  switch (nx - x) {
+    case 3: K<3>::run(row, rest, stride, n, y + x * y_stride, y_stride); break;
+    case 2: K<2>::run(row, rest, stride, n, y + x * y_stride, y_stride); break;
+    case 1: K<1>::run(row, rest, stride, n, y + x * y_stride, y_stride); break;
+    default: break;
+  }
+}
+
+template <int NX> struct Q4K { static void run(const void* r, const void* a, size_t s, int64_t n, float* y, size_t ys) { q4_k_rows<NX>(r, a, s, n, y, ys); } };
+template <int NX> struct Q6K { static void run(const void* r, const void* a, size_t s, int64_t n, float* y, size_t ys) { q6_k_rows<NX>(r, a, s, n, y, ys); } };
+template <int NX> struct Q80 { static void run(const void* r, const void* a, size_t s, int64_t n, float* y, size_t ys) { q8_0_rows<NX>(r, a, s, n, y, ys); } };
+
+}  // namespace
+
+float q4_k_dot_q8_k(const void* row, const void* xq, int64_t n) {
+  float y;
+  q4_k_rows<1>(row, xq, 0, n, &y, 0);
+  return y;
+}
+float q6_k_dot_q8_k(const void* row, const void* xq, int64_t n) {
+  float y;
+  q6_k_rows<1>(row, xq, 0, n, &y, 0);
+  return y;
+}
+float q8_0_dot_q8_0(const void* row, const void* xq, int64_t n) {
+  float y;
+  q8_0_rows<1>(row, xq, 0, n, &y, 0);
+  return y;
+}
+
+void q4_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride) {
+  run_rows<Q4K>(row, xq, stride, nx, n, y, y_stride);
+}
+void q6_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride) {
+  run_rows<Q6K>(row, xq, stride, nx, n, y, y_stride);
+}
+void q8_0_dot_q8_0_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride) {
+  run_rows<Q80>(row, xq, stride, nx, n, y, y_stride);
+}
+
+}  // namespace ll3::kernels::avx512
