@@ -26,7 +26,7 @@ Result<TemplatePtr> parse(const std::string& source);
 
 struct RenderLimits {
   size_t max_output_bytes = size_t(64) << 20;
-  uint64_t max_steps = 50'000'000;  // loop iterations + output nodes: bounds hostile templates
+  uint64_t max_steps = 5'000'000;  // loop iterations + output nodes: bounds hostile templates
 };
 
 // Renders with the variables in `context` (a JSON object). `now` is what strftime_now() formats

@@ -75,6 +75,11 @@ class Renderer : public Interp {
     if (!n.attr.empty()) {
       Value ns = lookup(n.targets[0]);
       if (!ns.is_dict() || !ns.is_namespace) throw Error("cannot assign attribute on non-namespace object");
+      // A namespace is the one mutable object: keep what it holds shallow, so that a loop like
+      // {% set ns.x = [ns.x] %} cannot build a chain deep enough to overflow the stack.
+      uint64_t visited = 0;
+      if (nesting_depth(v, 256, &visited) > 256) throw Error("value nested too deeply");
+      steps_ += visited;
       ns.set(n.attr, std::move(v));
       return;
     }

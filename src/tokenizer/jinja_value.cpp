@@ -1,5 +1,6 @@
 #include "tokenizer/jinja_value.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -8,7 +9,26 @@
 
 namespace ll3::jinja {
 
+namespace {
+// Bounds the recursion of repr, tojson, comparisons and JSON import: values nested deeper than
+// this (or a namespace that contains itself) are an error, not a stack overflow.
+constexpr int kMaxNesting = 512;
+thread_local int g_nesting = 0;
+struct NestGuard {
+  NestGuard() {
+    if (++g_nesting > kMaxNesting) {
+      --g_nesting;
+      throw Error("value nested too deeply (or containing itself)");
+    }
+  }
+  ~NestGuard() { --g_nesting; }
+  NestGuard(const NestGuard&) = delete;
+  NestGuard& operator=(const NestGuard&) = delete;
+};
+}  // namespace
+
 Value Value::from_json(const nlohmann::ordered_json& j) {
+  NestGuard guard;
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null: return none();
     case nlohmann::ordered_json::value_t::boolean: return boolean(j.get<bool>());
@@ -94,6 +114,7 @@ const char* kind_name(const Value& v) {
 }
 
 bool equal(const Value& a, const Value& b) {
+  NestGuard guard;
   if (a.is_number() && b.is_number()) {
     if (a.kind != Value::Kind::Float && b.kind != Value::Kind::Float) {
       int64_t x = a.kind == Value::Kind::Bool ? a.b : a.i, y = b.kind == Value::Kind::Bool ? b.b : b.i;
@@ -124,6 +145,7 @@ bool equal(const Value& a, const Value& b) {
 }
 
 bool less(const Value& a, const Value& b) {
+  NestGuard guard;
   if (a.is_number() && b.is_number()) return a.as_double() < b.as_double();
   if (a.is_str() && b.is_str()) return a.s < b.s;  // byte order = code point order in UTF-8
   if (a.is_list() && b.is_list()) {
@@ -196,6 +218,7 @@ static std::string py_quote(const std::string& s) {
 }
 
 std::string repr(const Value& v) {
+  NestGuard guard;
   switch (v.kind) {
     case Value::Kind::Str: return py_quote(v.s);
     case Value::Kind::List: {
@@ -255,6 +278,7 @@ static void json_string(std::string& out, const std::string& s) {
 }
 
 static void json_dump(std::string& out, const Value& v, int indent, int depth) {
+  NestGuard guard;
   auto newline = [&](int d) {
     out += '\n';
     out.append(size_t(indent) * size_t(d), ' ');
@@ -306,6 +330,22 @@ std::string to_json(const Value& v, int indent) {
   std::string out;
   json_dump(out, v, indent, 0);
   return out;
+}
+
+uint64_t nesting_depth(const Value& v, uint64_t limit, uint64_t* visited) {
+  ++*visited;
+  if (limit == 0) return 1;
+  uint64_t d = 0;
+  if (v.is_list()) {
+    for (const auto& x : *v.list)
+      if (x.is_list() || x.is_dict()) d = std::max(d, nesting_depth(x, limit - 1, visited));
+  } else if (v.is_dict()) {
+    for (const auto& [k, x] : *v.dict)
+      if (x.is_list() || x.is_dict()) d = std::max(d, nesting_depth(x, limit - 1, visited));
+  } else {
+    return 0;
+  }
+  return d + 1;
 }
 
 bool py_isspace(uint32_t cp) {

@@ -77,6 +77,10 @@ std::string to_json(const Value& v, int indent = -1);
 std::string python_float_repr(double x);
 const char* kind_name(const Value& v);
 
+// Container nesting of v, looking at most `limit` levels down (returns limit + 1 when deeper);
+// *visited counts the values looked at.
+uint64_t nesting_depth(const Value& v, uint64_t limit, uint64_t* visited);
+
 // Python str.isspace() for one code point (what str.strip() removes).
 bool py_isspace(uint32_t cp);
 

@@ -154,6 +154,11 @@ Result<TokenizerVocab> load_vocab_from_hf_json(std::string_view tokenizer_json,
     max_id = std::max(max_id, *id);
   }
   if (max_id < 0) return err("empty vocabulary");
+  // Holes are allowed (converters pad them), but not a table mostly made of them.
+  size_t n_entries = model["vocab"].size() + added.size();
+  if (size_t(max_id) > 2 * n_entries + 65536) {
+    return err(strprintf("token ids up to %lld for %zu tokens: too sparse", (long long)max_id, n_entries));
+  }
   v.tokens.assign(size_t(max_id + 1), std::string());
   v.token_types.assign(size_t(max_id + 1), kTokenUndefined);
   for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it) {
