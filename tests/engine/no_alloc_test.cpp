@@ -1,0 +1,92 @@
+// The per-token path allocates nothing: a decode step (forward pass + sampling) and a prompt
+// step within the session's batch size make no heap allocation once the session exists.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "engine/sampler.h"
+#include "engine/session.h"
+#include "test_support.h"
+
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<long> g_allocations{0};
+}  // namespace
+
+// Counting replacements of the global allocation functions (this test executable only).
+void* operator new(std::size_t n) {
+  if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) { return operator new(n); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+namespace ll3 {
+namespace {
+
+class AllocationCounter {
+ public:
+  AllocationCounter() {
+    g_allocations = 0;
+    g_counting = true;
+  }
+  ~AllocationCounter() { g_counting = false; }
+  long count() const { return g_allocations.load(); }
+};
+
+void check_model(const std::string& file, bool int8) {
+  auto m = LlamaModel::load(test::shared_dir() + "/models/" + file);
+  ASSERT_TRUE(m.ok()) << m.message();
+  SessionOptions o;
+  o.context = 128;
+  o.batch = 32;
+  o.threads = 2;
+  o.int8_activations = int8;
+  auto s = Session::create(**m, o);
+  ASSERT_TRUE(s.ok()) << s.message();
+  SamplingParams sp;
+  sp.seed = 1;
+  sp.repeat_penalty = 1.1f;
+  sp.presence_penalty = 0.2f;
+  Sampler sampler(sp, static_cast<int32_t>((*m)->config.n_vocab));
+  std::vector<int32_t> prompt(20);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(1000 + 37 * i);
+  ASSERT_TRUE((*s)->eval(prompt).ok());  // first use: warm-up of lazily initialised statics
+  int32_t tok = sampler.sample((*s)->last_logits(), (*s)->history());
+  ASSERT_TRUE((*s)->eval(std::span<const int32_t>(&tok, 1)).ok());
+
+  AllocationCounter counter;
+  for (int i = 0; i < 16; ++i) {
+    tok = sampler.sample((*s)->last_logits(), (*s)->history());
+    ASSERT_TRUE((*s)->eval(std::span<const int32_t>(&tok, 1)).ok());
+  }
+  ASSERT_TRUE((*s)->eval(std::span<const int32_t>(prompt).subspan(0, 16)).ok());
+  EXPECT_EQ(counter.count(), 0) << file;
+}
+
+TEST(NoAllocation, CounterSeesAllocations) {
+  AllocationCounter counter;
+  auto* v = new std::vector<int>(100);
+  delete v;
+  EXPECT_EQ(counter.count(), 2);  // the vector object and its buffer
+}
+
+TEST(NoAllocation, DecodeAndPromptStepsF32Model) {
+  LL3_REQUIRE_SHARED();
+  check_model("tiny-llama3-f32.gguf", true);
+}
+
+TEST(NoAllocation, DecodeAndPromptStepsQuantizedModel) {
+  LL3_REQUIRE_SHARED();
+  check_model("small-llama32-mixed.gguf", true);
+  check_model("small-llama32-mixed.gguf", false);
+}
+
+}  // namespace
+}  // namespace ll3
