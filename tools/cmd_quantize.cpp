@@ -1,9 +1,11 @@
-// ll3 quantize IN OUT TYPE [--threads N]: an F32 / F16 / BF16 GGUF in, a quantized GGUF out, with
-// llama.cpp's per-tensor mixtures (q4_k_m, ...). A progress bar on a terminal, plain lines when
-// stderr is not one, and a summary of sizes and bits per weight.
+// ll3 quantize IN OUT TYPE [--threads N]: an F32 / F16 / BF16 GGUF or a Hugging Face directory
+// in, a quantized GGUF out, with llama.cpp's per-tensor mixtures (q4_k_m, ...). A progress bar on
+// a terminal, plain lines when stderr is not one, and a summary of sizes and bits per weight.
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <memory>
 #include <map>
 #include <string>
 #include <thread>
@@ -30,8 +32,8 @@ std::string mix_names() {
 int cmd_quantize(int argc, char** argv) {
   std::vector<std::string> pos;
   int threads = 0;
-  ArgParser ap("quantize", "ll3 quantize IN.gguf OUT.gguf TYPE [--threads N]",
-               "Quantize an F32/F16/BF16 GGUF. TYPE: " + mix_names() + ".");
+  ArgParser ap("quantize", "ll3 quantize IN OUT.gguf TYPE [--threads N]",
+               "Quantize an F32/F16/BF16 GGUF or a Hugging Face directory (IN). TYPE: " + mix_names() + ".");
   ap.add_int({"-t", "--threads"}, "N", "worker threads (default: all cores)", &threads);
   ap.positionals("IN OUT TYPE", &pos, 3, 3);
   if (int rc = ap.parse(argc, argv); rc >= 0) return rc;
@@ -40,10 +42,24 @@ int cmd_quantize(int argc, char** argv) {
   if (threads < 0) return ap.usage_error("--threads must be positive");
   if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
-  auto in = GgufFile::open(pos[0]);
-  if (!in.ok()) {
-    std::fprintf(stderr, "ll3 quantize: %s\n", in.message().c_str());
-    return 1;
+  // IN: a GGUF file or a Hugging Face directory.
+  std::unique_ptr<GgufFile> gguf;
+  quant::ModelSource src;
+  if (std::filesystem::is_directory(pos[0])) {
+    auto hf = quant::source_from_hf(pos[0]);
+    if (!hf.ok()) {
+      std::fprintf(stderr, "ll3 quantize: %s\n", hf.message().c_str());
+      return 1;
+    }
+    src = std::move(hf.value());
+  } else {
+    auto in = GgufFile::open(pos[0]);
+    if (!in.ok()) {
+      std::fprintf(stderr, "ll3 quantize: %s\n", in.message().c_str());
+      return 1;
+    }
+    gguf = std::move(in.value());
+    src = quant::source_from_gguf(*gguf);
   }
   const bool tty = isatty(STDERR_FILENO) != 0;
   const double t0 = now_seconds();
@@ -67,7 +83,7 @@ int cmd_quantize(int argc, char** argv) {
     }
     std::fflush(stderr);
   };
-  auto sum = quant::quantize_gguf(**in, pos[1], *mix, opt);
+  auto sum = quant::quantize_model(src, pos[1], *mix, opt);
   if (!sum.ok()) {
     std::fprintf(stderr, "ll3 quantize: %s\n", sum.message().c_str());
     return 1;
@@ -86,6 +102,6 @@ int cmd_quantize(int argc, char** argv) {
 
 }  // namespace
 
-LL3_COMMAND("quantize", "quantize an F32/F16/BF16 GGUF (q4_k_m, q8_0, ...)", cmd_quantize);
+LL3_COMMAND("quantize", "quantize a GGUF or Hugging Face model (q4_k_m, q8_0, ...)", cmd_quantize);
 
 }  // namespace ll3::cli

@@ -42,7 +42,7 @@ Category category_of(const std::string& name) {
 }
 
 // Weight matrices are quantized; norms, 1-D tensors (rope_freqs) and non-weights are copied.
-bool should_quantize(const GgufTensorInfo& t) {
+bool should_quantize(const SourceTensor& t) {
   const std::string& n = t.name;
   if (t.n_dims < 2) return false;
   if (n.size() < 6 || n.compare(n.size() - 6, 6, "weight") != 0) return false;
@@ -75,7 +75,7 @@ DType fallback(DType t, int64_t ncols) {
   return ncols % dtype_info(f).block_size == 0 ? f : DType::F16;
 }
 
-DType choose_type(MixState& s, const QuantMix& mix, const GgufTensorInfo& t) {
+DType choose_type(MixState& s, const QuantMix& mix, const SourceTensor& t) {
   const Category cat = category_of(t.name);
   DType type = mix.base;
   if (cat == Category::kOutput || (s.tied && cat == Category::kTokenEmbd)) {
@@ -121,36 +121,6 @@ DType choose_type(MixState& s, const QuantMix& mix, const GgufTensorInfo& t) {
   return fallback(type, t.ne[0]);
 }
 
-// Metadata value as read -> the same value for the writer.
-GgufWriteValue to_write_value(const GgufValue& v) {
-  switch (v.type) {
-    case GgufType::U8: return GgufWriteValue::u8(static_cast<uint8_t>(v.u));
-    case GgufType::I8: return GgufWriteValue::i8(static_cast<int8_t>(v.i));
-    case GgufType::U16: return GgufWriteValue::u16(static_cast<uint16_t>(v.u));
-    case GgufType::I16: return GgufWriteValue::i16(static_cast<int16_t>(v.i));
-    case GgufType::U32: return GgufWriteValue::u32(static_cast<uint32_t>(v.u));
-    case GgufType::I32: return GgufWriteValue::i32(static_cast<int32_t>(v.i));
-    case GgufType::U64: return GgufWriteValue::u64(v.u);
-    case GgufType::I64: return GgufWriteValue::i64(v.i);
-    case GgufType::F32: return GgufWriteValue::f32(static_cast<float>(v.f));
-    case GgufType::F64: return GgufWriteValue::f64(v.f);
-    case GgufType::BOOL: return GgufWriteValue::boolean(v.i != 0);
-    case GgufType::STRING: return GgufWriteValue::string(v.str);
-    case GgufType::ARRAY:
-      if (v.elem_type == GgufType::STRING) {
-        return GgufWriteValue::string_array(std::vector<std::string>(v.strings.begin(), v.strings.end()));
-      }
-      if (v.elem_type == GgufType::ARRAY) {
-        std::vector<GgufWriteValue> items;
-        items.reserve(v.items.size());
-        for (const GgufValue& item : v.items) items.push_back(to_write_value(item));
-        return GgufWriteValue::array(items);
-      }
-      return GgufWriteValue::numeric_array(v.elem_type, v.elems, v.count);
-  }
-  return GgufWriteValue::u8(0);
-}
-
 }  // namespace
 
 const std::vector<QuantMix>& quant_mixes() { return kMixes; }
@@ -164,24 +134,20 @@ const QuantMix* find_quant_mix(std::string_view name) {
   return nullptr;
 }
 
-Result<std::vector<TensorPlan>> plan_quantization(const GgufFile& in, const QuantMix& mix) {
+Result<std::vector<TensorPlan>> plan_quantization(const ModelSource& in, const QuantMix& mix) {
   MixState s;
-  const std::string arch(in.get_string("general.architecture").value_or("llama"));
-  const int64_t n_layer = in.get_int(arch + ".block_count").value_or(0);
-  const int64_t n_head = in.get_int(arch + ".attention.head_count").value_or(1);
-  const int64_t n_head_kv = in.get_int(arch + ".attention.head_count_kv").value_or(n_head);
-  s.n_gqa = n_head_kv > 0 ? static_cast<int>(n_head / n_head_kv) : 1;
-  s.is_70b = arch == "llama" && n_layer == 80;
+  s.n_gqa = in.n_head_kv > 0 ? static_cast<int>(in.n_head / in.n_head_kv) : 1;
+  s.is_70b = in.arch == "llama" && in.n_layer == 80;
   int n_ffn_down = 0;
-  for (const GgufTensorInfo& t : in.tensors()) {
+  for (const SourceTensor& t : in.tensors) {
     if (t.name == "output.weight") s.tied = false;
     if (category_of(t.name) == Category::kAttnV) ++s.n_attn_v;
     if (category_of(t.name) == Category::kFfnDown) ++n_ffn_down;
   }
-  s.n_ffn_down = n_layer > 0 ? static_cast<int>(n_layer) : n_ffn_down;
+  s.n_ffn_down = in.n_layer > 0 ? static_cast<int>(in.n_layer) : n_ffn_down;
 
   std::vector<TensorPlan> plan;
-  for (const GgufTensorInfo& t : in.tensors()) {
+  for (const SourceTensor& t : in.tensors) {
     TensorPlan p{&t, t.type, false};
     if (should_quantize(t)) {
       const TypeTraits* src = type_traits(t.type);
@@ -201,8 +167,17 @@ Result<std::vector<TensorPlan>> plan_quantization(const GgufFile& in, const Quan
   return plan;
 }
 
+Result<std::vector<std::pair<std::string, DType>>> plan_types(const GgufFile& in, const QuantMix& mix) {
+  const ModelSource src = source_from_gguf(in);
+  auto plan = plan_quantization(src, mix);
+  if (!plan.ok()) return plan.status();
+  std::vector<std::pair<std::string, DType>> out;
+  for (const TensorPlan& p : *plan) out.emplace_back(p.tensor->name, p.type);
+  return out;
+}
+
 Status quantize_rows(const uint8_t* src, DType from, uint8_t* dst, DType to, int64_t n, int64_t rows,
-                     int threads) {
+                     int threads, const int64_t* row_map) {
   const TypeTraits* in = type_traits(from);
   const TypeTraits* out = type_traits(to);
   if (in == nullptr || out == nullptr || out->from_float == nullptr) {
@@ -223,7 +198,7 @@ Status quantize_rows(const uint8_t* src, DType from, uint8_t* dst, DType to, int
       const int64_t r0 = next.fetch_add(chunk);
       if (r0 >= rows) break;
       for (int64_t r = r0; r < std::min(rows, r0 + chunk); ++r) {
-        in->to_float(src + r * in_row, row.data(), n);
+        in->to_float(src + (row_map ? row_map[r] : r) * in_row, row.data(), n);
         out->from_float(row.data(), dst + r * out_row, n);
       }
     }
@@ -236,18 +211,15 @@ Status quantize_rows(const uint8_t* src, DType from, uint8_t* dst, DType to, int
   return ok_status();
 }
 
-Result<QuantizeSummary> quantize_gguf(const GgufFile& in, const std::string& out_path, const QuantMix& mix,
-                                      const QuantizeOptions& options) {
+Result<QuantizeSummary> quantize_model(const ModelSource& in, const std::string& out_path, const QuantMix& mix,
+                                       const QuantizeOptions& options) {
   auto plan_or = plan_quantization(in, mix);
   if (!plan_or.ok()) return plan_or.status();
   const std::vector<TensorPlan>& plan = plan_or.value();
 
   GgufWriter w;
-  for (const auto& [key, value] : in.metadata()) {
-    if (key == "general.alignment") continue;  // set through set_alignment below
-    w.set(key, to_write_value(value));
-  }
-  LL3_RETURN_IF_ERROR(w.set_alignment(static_cast<uint32_t>(in.alignment())));
+  for (const auto& [key, value] : in.metadata) w.set(key, value);
+  LL3_RETURN_IF_ERROR(w.set_alignment(in.alignment));
   w.set_u32("general.quantization_version", 2);
   w.set_u32("general.file_type", mix.ftype);
 
@@ -256,7 +228,7 @@ Result<QuantizeSummary> quantize_gguf(const GgufFile& in, const std::string& out
   std::atomic<size_t> done{0};
   uint64_t bytes_in = 0, bytes_out = 0;
   for (const TensorPlan& p : plan) {
-    const GgufTensorInfo& t = *p.tensor;
+    const SourceTensor& t = *p.tensor;
     std::vector<int64_t> ne(t.ne, t.ne + std::max(1, t.n_dims));
     const uint64_t out_bytes = dtype_row_bytes(p.type, t.ne[0]) * static_cast<uint64_t>(t.n_elements() / t.ne[0]);
     sum.n_params += static_cast<uint64_t>(t.n_elements());
@@ -269,17 +241,23 @@ Result<QuantizeSummary> quantize_gguf(const GgufFile& in, const std::string& out
       bytes_out += out_bytes;
       if (options.on_tensor) options.on_tensor({++done, plan.size(), pp, bytes_in, bytes_out});
     };
+    const int64_t* row_map = t.row_map ? t.row_map->data() : nullptr;
     if (!p.quantize) {
-      LL3_RETURN_IF_ERROR(w.add_tensor(t.name, t.type, ne, [&t, report](uint8_t* dst) {
-        std::memcpy(dst, t.data, t.nbytes);
+      LL3_RETURN_IF_ERROR(w.add_tensor(t.name, t.type, ne, [&t, row_map, report](uint8_t* dst) {
+        if (row_map == nullptr) {
+          std::memcpy(dst, t.data, t.nbytes);
+        } else {
+          const size_t rb = dtype_row_bytes(t.type, t.ne[0]);
+          for (int64_t r = 0; r < t.n_rows(); ++r) std::memcpy(dst + r * rb, t.data + row_map[r] * rb, rb);
+        }
         report();
       }));
       continue;
     }
     const int threads = std::max(1, options.threads);
-    LL3_RETURN_IF_ERROR(w.add_tensor(t.name, p.type, ne, [&t, pp, threads, report](uint8_t* dst) {
+    LL3_RETURN_IF_ERROR(w.add_tensor(t.name, p.type, ne, [&t, pp, threads, row_map, report](uint8_t* dst) {
       // Types and row sizes were checked when planning, so a failure here is a bug.
-      const Status st = quantize_rows(t.data, t.type, dst, pp->type, t.ne[0], t.n_elements() / t.ne[0], threads);
+      const Status st = quantize_rows(t.data, t.type, dst, pp->type, t.ne[0], t.n_rows(), threads, row_map);
       LL3_CHECK(st.ok());
       report();
     }));
@@ -288,6 +266,11 @@ Result<QuantizeSummary> quantize_gguf(const GgufFile& in, const std::string& out
   LL3_RETURN_IF_ERROR(w.write(out_path));
   for (const auto& [type, count] : counts) sum.type_counts.emplace_back(type, count);
   return sum;
+}
+
+Result<QuantizeSummary> quantize_gguf(const GgufFile& in, const std::string& out_path, const QuantMix& mix,
+                                      const QuantizeOptions& options) {
+  return quantize_model(source_from_gguf(in), out_path, mix, options);
 }
 
 }  // namespace ll3::quant

@@ -12,6 +12,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "io/gguf.h"
+#include "quant/model_source.h"
 
 namespace ll3::quant {
 
@@ -28,13 +29,15 @@ const QuantMix* find_quant_mix(std::string_view name);
 const std::vector<QuantMix>& quant_mixes();
 
 struct TensorPlan {
-  const GgufTensorInfo* tensor;
+  const SourceTensor* tensor;
   DType type;  // the output type (the input's type when the tensor is copied unchanged)
   bool quantize;
 };
 
-// The output type of every tensor of `in`, in file order. Errors for a tensor ll3 cannot read.
-Result<std::vector<TensorPlan>> plan_quantization(const GgufFile& in, const QuantMix& mix);
+// The output type of every tensor of `in`, in order. Errors for a tensor ll3 cannot read. The
+// plans point into `in` (the GgufFile overload: into a source it keeps; call it for inspection).
+Result<std::vector<TensorPlan>> plan_quantization(const ModelSource& in, const QuantMix& mix);
+Result<std::vector<std::pair<std::string, DType>>> plan_types(const GgufFile& in, const QuantMix& mix);
 
 struct QuantizeProgress {
   size_t index;  // tensors finished so far (1-based once the first is done)
@@ -59,12 +62,15 @@ struct QuantizeSummary {
 
 // Quantize `in` into a new GGUF at `out_path` (written to out_path.tmp, then renamed). All
 // metadata is copied; general.file_type and general.quantization_version are set.
+Result<QuantizeSummary> quantize_model(const ModelSource& in, const std::string& out_path,
+                                       const QuantMix& mix, const QuantizeOptions& options);
 Result<QuantizeSummary> quantize_gguf(const GgufFile& in, const std::string& out_path,
                                       const QuantMix& mix, const QuantizeOptions& options);
 
-// Quantize `rows` rows of n floats each (from a row of type `from`) into `to`, splitting the rows
-// over `threads` threads. dst holds rows * dtype_row_bytes(to, n) bytes.
+// Convert `rows` rows of n elements from type `from` into `to` over `threads` threads: output row
+// r is made from source row row_map[r] (r when row_map is null). dst holds
+// rows * dtype_row_bytes(to, n) bytes.
 Status quantize_rows(const uint8_t* src, DType from, uint8_t* dst, DType to, int64_t n, int64_t rows,
-                     int threads);
+                     int threads, const int64_t* row_map = nullptr);
 
 }  // namespace ll3::quant

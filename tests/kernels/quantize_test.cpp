@@ -11,6 +11,7 @@
 #include "core/half.h"
 #include "io/gguf.h"
 #include "io/gguf_writer.h"
+#include "io/hf_export.h"
 #include "kernels/type_traits.h"
 #include "quant/quantize.h"
 #include "test_support.h"
@@ -26,11 +27,11 @@ TEST(Quantize, PlanMatchesLlamaCppQ4KM) {
   LL3_REQUIRE_SHARED();
   auto f = GgufFile::open(test::shared_dir() + "/models/small-llama31-q4_k_m.gguf");
   ASSERT_TRUE(f.ok()) << f.message();
-  auto plan = quant::plan_quantization(**f, *find_quant_mix("Q4_K_M"));
+  auto plan = quant::plan_types(**f, *find_quant_mix("Q4_K_M"));
   ASSERT_TRUE(plan.ok()) << plan.message();
   ASSERT_EQ(plan->size(), (*f)->tensors().size());
-  for (const quant::TensorPlan& p : *plan) {
-    EXPECT_EQ(dtype_name(p.type), dtype_name(p.tensor->type)) << p.tensor->name;
+  for (const auto& [name, type] : *plan) {
+    EXPECT_EQ(dtype_name(type), dtype_name((*f)->find_tensor(name)->type)) << name;
   }
 }
 
@@ -73,10 +74,10 @@ std::string write_model(const std::string& path, int n_layer, int n_head_kv, boo
 std::map<std::string, DType> plan_types(const std::string& path, const char* mix) {
   auto f = GgufFile::open(path);
   EXPECT_TRUE(f.ok()) << f.message();
-  auto plan = quant::plan_quantization(**f, *find_quant_mix(mix));
+  auto plan = quant::plan_types(**f, *find_quant_mix(mix));
   EXPECT_TRUE(plan.ok()) << plan.message();
   std::map<std::string, DType> out;
-  for (const auto& p : *plan) out[p.tensor->name] = p.type;
+  for (const auto& [name, type] : *plan) out[name] = type;
   return out;
 }
 
@@ -147,7 +148,8 @@ TEST(Quantize, FallbackForShortRows) {
   LL3_REQUIRE_SHARED();  // the tiny model has rows of 64 and 192: no K-quant block fits
   auto f = GgufFile::open(test::shared_dir() + "/models/tiny-llama3-f32.gguf");
   ASSERT_TRUE(f.ok());
-  auto plan = quant::plan_quantization(**f, *find_quant_mix("q4_k_m"));
+  const quant::ModelSource src = quant::source_from_gguf(**f);
+  auto plan = quant::plan_quantization(src, *find_quant_mix("q4_k_m"));
   ASSERT_TRUE(plan.ok());
   for (const auto& p : *plan) {
     if (!p.quantize) continue;
@@ -198,6 +200,42 @@ TEST(Quantize, WritesFileDeterministically) {
       ref += double(a[i]) * a[i];
     }
     EXPECT_LT(std::sqrt(err / ref), t.type == DType::F32 ? 0.0 + 1e-12 : 0.1) << t.name;
+  }
+}
+
+// A Hugging Face directory (exported from the tiny GGUF, Q/K back in rotate-half order, two
+// shards) quantizes to exactly the tensors the GGUF itself does.
+TEST(Quantize, HuggingFaceDirectoryMatchesGguf) {
+  LL3_REQUIRE_SHARED();
+  const std::string dir = test::temp_dir();
+  auto f = GgufFile::open(test::shared_dir() + "/models/tiny-llama3-f32.gguf");
+  ASSERT_TRUE(f.ok());
+  Status st = export_hf_directory(**f, dir + "/hf", 2, test::shared_dir() + "/tokenizers/llama3");
+  ASSERT_TRUE(st.ok()) << st.message();
+  auto hf = quant::source_from_hf(dir + "/hf");
+  ASSERT_TRUE(hf.ok()) << hf.message();
+  for (const char* mix : {"q8_0", "q4_k_m"}) {
+    SCOPED_TRACE(mix);
+    quant::QuantizeOptions opt;
+    opt.threads = 2;
+    ASSERT_TRUE(quant::quantize_model(*hf, dir + "/from_hf.gguf", *find_quant_mix(mix), opt).ok());
+    ASSERT_TRUE(quant::quantize_gguf(**f, dir + "/from_gguf.gguf", *find_quant_mix(mix), opt).ok());
+    auto a = GgufFile::open(dir + "/from_gguf.gguf");
+    auto b = GgufFile::open(dir + "/from_hf.gguf");
+    ASSERT_TRUE(a.ok() && b.ok());
+    ASSERT_EQ((*a)->tensors().size(), (*b)->tensors().size());
+    for (const GgufTensorInfo& t : (*a)->tensors()) {
+      const GgufTensorInfo* u = (*b)->find_tensor(t.name);
+      ASSERT_NE(u, nullptr) << t.name;
+      EXPECT_EQ(u->type, t.type) << t.name;
+      ASSERT_EQ(u->nbytes, t.nbytes) << t.name;
+      EXPECT_EQ(0, std::memcmp(u->data, t.data, t.nbytes)) << t.name << " differs";
+    }
+    for (const char* key : {"llama.block_count", "llama.attention.head_count_kv", "llama.embedding_length",
+                            "tokenizer.ggml.bos_token_id", "general.file_type"}) {
+      EXPECT_EQ((*a)->get_int(key), (*b)->get_int(key)) << key;
+    }
+    EXPECT_EQ((*a)->find("tokenizer.ggml.tokens")->strings.size(), (*b)->find("tokenizer.ggml.tokens")->strings.size());
   }
 }
 
