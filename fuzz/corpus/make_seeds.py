@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Writes the seed corpora for the parser fuzzers: small, valid files that reach deep into each
+"""Writes the seed corpora for the parser fuzzers: small, valid inputs that reach deep into each
 parser (every GGUF metadata type, nested arrays, alignment, several tensor types; safetensors
-with metadata and several dtypes). Run from anywhere; the outputs are committed, so this is only
+with metadata and several dtypes; a byte-level BPE tokenizer.json with specials, merges in both
+formats and a chat template; Jinja templates using loops, filters, namespaces and tool calls;
+tokenizer round-trip texts, each a flag byte then the text). Run from anywhere; the outputs are committed, so this is only
 needed when the seeds should change. Standard library only."""
 import json
 import os
@@ -136,6 +138,114 @@ def safetensors_seeds():
     }
 
 
+# The Llama-3 pre-tokenizer split, as Hugging Face's tokenizer.json spells it.
+LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+                r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def byte_level_alphabet():
+    """GPT-2 byte-to-unicode map: printable bytes map to themselves, the rest to U+0100 on."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    out, n = {}, 0
+    for b in range(256):
+        if b in keep:
+            out[b] = chr(b)
+        else:
+            out[b] = chr(256 + n)
+            n += 1
+    return out
+
+
+def tokenizer_json(with_config, template=None, merges_as_pairs=False):
+    alpha = byte_level_alphabet()
+    vocab = {alpha[b]: b for b in range(256)}
+    merges = [("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("i", "n"), ("in", "g"), ("Ġ", "a"),
+              ("e", "r"), ("Ċ", "Ċ"), ("1", "2")]
+    for a, b in merges:
+        vocab.setdefault(a + b, len(vocab))
+    specials = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
+                "<|end_header_id|>", "<|eot_id|>"]
+    added = [{"id": len(vocab) + i, "content": t, "special": True, "single_word": False,
+              "lstrip": False, "rstrip": False, "normalized": False}
+             for i, t in enumerate(specials)]
+    added.append({"id": len(vocab) + len(specials), "content": "<user_word>", "special": False})
+    tj = {
+        "version": "1.0",
+        "added_tokens": added,
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": LLAMA3_SPLIT}, "behavior": "Isolated",
+             "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+             "use_regex": False}]},
+        "post_processor": {"type": "TemplateProcessing",
+                           "single": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}},
+                                      {"Sequence": {"id": "A", "type_id": 0}}]},
+        "decoder": {"type": "ByteLevel"},
+        "model": {"type": "BPE", "ignore_merges": True, "vocab": vocab,
+                  "merges": [[a, b] for a, b in merges] if merges_as_pairs
+                  else [a + " " + b for a, b in merges]},
+    }
+    out = json.dumps(tj, ensure_ascii=False).encode()
+    if with_config:
+        cfg = {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>",
+               "add_bos_token": True, "chat_template": template or LLAMA3_TEMPLATE}
+        out += b"\0" + json.dumps(cfg, ensure_ascii=False).encode()
+    return out
+
+
+# Written for these seeds in the shape of the Llama-3 instruct format.
+LLAMA3_TEMPLATE = (
+    "{{- bos_token }}{% for m in messages %}"
+    "{{- '<|start_header_id|>' + m['role'] + '<|end_header_id|>\\n\\n' + m['content'] | trim"
+    " + '<|eot_id|>' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}"
+    "{% endif %}")
+
+TEMPLATES = {
+    "llama3.jinja": LLAMA3_TEMPLATE,
+    "tools.jinja": (
+        "{%- set ns = namespace(sys='', n=0) -%}\n"
+        "{%- if messages[0].role == 'system' %}{% set ns.sys = messages[0].content | trim %}"
+        "{% endif -%}\n"
+        "{{ bos_token }}System: {{ ns.sys }}\n"
+        "{%- if tools is defined and tools %}\nTools: {{ tools | tojson(indent=2) }}{% endif %}\n"
+        "{%- for m in messages[1:] %}\n"
+        "  {%- if m.tool_calls is defined %}{% for c in m.tool_calls %}"
+        "{{ c.function.name }}({{ c.function.arguments | tojson }}){% endfor %}\n"
+        "  {%- elif m.role == 'tool' %}[tool] {{ m.content if m.content is string "
+        "else m.content | tojson }}\n"
+        "  {%- else %}{{ m.role | upper }}: {{ m.content }}{% set ns.n = ns.n + 1 %}\n"
+        "  {%- endif %}\n"
+        "{%- endfor %}\n"
+        "{{ ns.n }} turns; {{ builtin_tools | join(', ') }}; "
+        "{{ strftime_now('%d %b %Y') }}"),
+    "filters.jinja": (
+        "{% for x in [3, 1, 2] | sort | reverse %}{{ loop.index }}:{{ x }}"
+        "{{ ',' if not loop.last }}{% endfor %}|"
+        "{{ 'a-b-c'.split('-') | map('upper') | join }}|{{ range(5) | select('odd') | list }}|"
+        "{{ {'b': 1, 'a': 2} | dictsort }}|{{ '%05.1f' | format(3.14159) if false else 7 // 2 }}|"
+        "{{ messages | selectattr('role', 'equalto', 'user') | list | length }}|"
+        "{{ (none | default('d')) ~ ('x' * 3) }}|{{ 'Title me' | title }}|{{ -2.5 | abs | round }}"
+        "{% for i in range(10) %}{% if i == 3 %}{% continue %}{% endif %}"
+        "{% if i > 5 %}{% break %}{% endif %}{{ i }}{% endfor %}"),
+    "raise.jinja": (
+        "{% if messages | length > 100 %}{{ raise_exception('too many') }}{% endif %}"
+        "{% set a = messages[0]['content'] %}{{ a[1:-1] }}{{ a is defined and a is not none }}"
+        "{% generation %}{{ 'gen' }}{% endgeneration %}"),
+}
+
+ROUNDTRIP = {
+    "english.txt": b"\x00Hello world! The quick brown fox isn't 12345 years old.\n\n  ok",
+    "bos_special.txt": b"\x03<|begin_of_text|>hi<|eot_id|> <|start_header_id|>user",
+    "special_as_text.txt": b"\x00<|eot_id|> is plain text here",
+    "multilingual.txt": "\x02caf\u00e9 \u4e2d\u6587 \u65e5\u672c\u8a9e \u041f\u0440\u0438\u0432\u0435\u0442"
+                        " \U0001F600\u200d \u00a0\u3000 \u0301x".encode(),
+    "invalid_utf8.txt": b"\x01ab\xff\xc3(\xe2\x82 \xf0\x9f\x98 end\x80",
+    "whitespace_digits.txt": b"\x00\t\t  \r\n\r\n 1234567 3.14159 ->::{}()   \n",
+}
+
+
 def write(subdir, files):
     d = os.path.join(HERE, subdir)
     os.makedirs(d, exist_ok=True)
@@ -148,3 +258,9 @@ def write(subdir, files):
 if __name__ == "__main__":
     write("gguf", gguf_seeds())
     write("safetensors", safetensors_seeds())
+    write("tokenizer_json", {"bpe.json": tokenizer_json(False),
+                             "bpe_pairs.json": tokenizer_json(False, merges_as_pairs=True),
+                             "bpe_config.json": tokenizer_json(True),
+                             "bpe_tools_template.json": tokenizer_json(True, TEMPLATES["tools.jinja"])})
+    write("tokenizer_template", {k: v.encode() for k, v in TEMPLATES.items()})
+    write("tokenizer_roundtrip", ROUNDTRIP)
