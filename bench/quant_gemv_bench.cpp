@@ -114,7 +114,7 @@ LL3_GEMM_Q(Q5_K)
 LL3_GEMM_Q(Q6_K)
 
 #define LL3_GEMV_Q(T) \
-  BENCHMARK_CAPTURE(gemv_q, T, DType::T)->Args({2048, 2048})->Args({2048, 8192})->Unit(benchmark::kMicrosecond);
+  BENCHMARK_CAPTURE(gemv_q, T, DType::T)->Args({2048, 256})->Args({2048, 2048})->Args({2048, 8192})->Unit(benchmark::kMicrosecond);
 
 LL3_GEMV_Q(Q8_0)
 LL3_GEMV_Q(Q4_0)

@@ -17,6 +17,25 @@ namespace {
 
 constexpr int kMaxNX = 4;  // activation rows per pass
 
+// The loops over the 4 chunks of a block must be unrolled (clang keeps them as loops otherwise,
+// spilling the unpacked chunks to the stack and rebuilding the permute indices every time).
+#define LL3_UNROLL _Pragma("clang loop unroll(full)")
+
+// vpermd indices: chunk k of a Q4_K block takes scale 2k in lanes 0-7 and 2k+1 in lanes 8-15.
+alignas(64) constexpr int32_t kQ4KScaleIdx[4][16] = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1},
+    {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
+    {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5},
+    {6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7}};
+// Chunk c of a Q6_K block: lane l takes the scale of group 4c + l / 4.
+alignas(64) constexpr int32_t kQ6KScaleIdx[4][16] = {
+    {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3},
+    {4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7},
+    {8, 8, 8, 8, 9, 9, 9, 9, 10, 10, 10, 10, 11, 11, 11, 11},
+    {12, 12, 12, 12, 13, 13, 13, 13, 14, 14, 14, 14, 15, 15, 15, 15}};
+
+inline __m512i load_idx(const int32_t* p) { return _mm512_load_si512(p); }
+
 inline float hsum8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -57,19 +76,16 @@ void q4_k_rows(const void* row, const void* xq, size_t stride, int64_t n, float*
     const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
     // Chunk k holds sub-blocks 2k (low nibbles) and 2k+1 (high nibbles), 64 weights in order.
     __m512i u[4], sck[4];
-    for (int k = 0; k < 4; ++k) {
+    LL3_UNROLL for (int k = 0; k < 4; ++k) {
       const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qs + 32 * k)));
       u[k] = _mm512_and_si512(_mm512_srlv_epi64(q, shifts), nib);
-      sck[k] = _mm512_permutexvar_epi32(_mm512_setr_epi32(2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k,
-                                                          2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1,
-                                                          2 * k + 1, 2 * k + 1, 2 * k + 1),
-                                        sc);
+      sck[k] = _mm512_permutexvar_epi32(load_idx(kQ4KScaleIdx[k]), sc);
     }
     const float d = simd::h2f(w[i].d), dmin = simd::h2f(w[i].dmin);
     for (int x = 0; x < NX; ++x) {
       const BlockQ8_K& a = act_row<BlockQ8_K>(xq, stride, x)[i];
       __m512i isum = _mm512_setzero_si512();
-      for (int k = 0; k < 4; ++k) {
+      LL3_UNROLL for (int k = 0; k < 4; ++k) {
         const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[k], _mm512_loadu_si512(a.qs + 64 * k));
         isum = _mm512_dpwssd_epi32(isum, p, sck[k]);
       }
@@ -92,7 +108,6 @@ void q6_k_rows(const void* row, const void* xq, size_t stride, int64_t n, float*
   const __m512i shl = _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2);
   const __m512i shr = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2);
   const __m512i low16 = _mm512_set1_epi32(0xFFFF);
-  const __m512i lane_group = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
   __m512 acc[NX];
   for (int x = 0; x < NX; ++x) acc[x] = _mm512_setzero_ps();
   for (int64_t i = 0; i < n / kQKK; ++i) {
@@ -101,21 +116,19 @@ void q6_k_rows(const void* row, const void* xq, size_t stride, int64_t n, float*
     const __m512i sc = _mm512_and_si512(_mm512_cvtepi8_epi32(sc8), low16);
     const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
     __m512i u[4], sck[4];
-    for (int h = 0; h < 2; ++h) {
+    LL3_UNROLL for (int h = 0; h < 2; ++h) {
       const __m512i l = _mm512_loadu_si512(w[i].ql + 64 * h);
       const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qh + 32 * h)));
       u[2 * h] = _mm512_or_si512(_mm512_and_si512(l, nib), _mm512_and_si512(_mm512_sllv_epi64(q, shl), m30));
       u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), nib),
                                      _mm512_and_si512(_mm512_srlv_epi64(q, shr), m30));
     }
-    for (int c = 0; c < 4; ++c) {
-      sck[c] = _mm512_permutexvar_epi32(_mm512_add_epi32(lane_group, _mm512_set1_epi32(4 * c)), sc);
-    }
+    LL3_UNROLL for (int c = 0; c < 4; ++c) sck[c] = _mm512_permutexvar_epi32(load_idx(kQ6KScaleIdx[c]), sc);
     const float d = simd::h2f(w[i].d);
     for (int x = 0; x < NX; ++x) {
       const BlockQ8_K& a = act_row<BlockQ8_K>(xq, stride, x)[i];
       __m512i isum = _mm512_setzero_si512();
-      for (int c = 0; c < 4; ++c) {
+      LL3_UNROLL for (int c = 0; c < 4; ++c) {
         const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[c], _mm512_loadu_si512(a.qs + 64 * c));
         isum = _mm512_dpwssd_epi32(isum, p, sck[c]);
       }
