@@ -25,23 +25,30 @@ struct ByLogitDesc {
 }  // namespace
 
 int32_t argmax(const float* logits, int32_t n) {
-  int32_t best = 0;
-  float best_v = kNegInf;
-  bool found = false;
-  for (int32_t i = 0; i < n; ++i) {
-    float v = logits[i];
-    if (!(v == v)) continue;  // NaN
-    if (!found || v > best_v) {
-      best = i;
-      best_v = v;
-      found = true;
+  // Two passes: the maximum (eight independent lanes, so the loop is not one long dependency
+  // chain; NaN fails every comparison and is skipped), then its first index.
+  float lane[8];
+  for (float& l : lane) l = kNegInf;
+  int32_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) {
+      float v = logits[i + j];
+      lane[j] = v > lane[j] ? v : lane[j];
     }
   }
-  return best;
+  float m = kNegInf;
+  for (; i < n; ++i) m = logits[i] > m ? logits[i] : m;
+  for (float l : lane) m = l > m ? l : m;
+  if (m == kNegInf) return 0;  // every logit -inf or NaN
+  for (int32_t k = 0; k < n; ++k) {
+    if (logits[k] == m) return k;
+  }
+  return 0;
 }
 
 Sampler::Sampler(const SamplingParams& p, int32_t n_vocab) : params_(p), n_vocab_(n_vocab) {
   LL3_CHECK(n_vocab > 0);
+  work_.resize(static_cast<size_t>(n_vocab));
   cand_.resize(static_cast<size_t>(n_vocab));
   counts_.assign(static_cast<size_t>(n_vocab), 0);
   weights_.resize(static_cast<size_t>(n_vocab));
@@ -80,7 +87,7 @@ void Sampler::apply_penalties(const std::vector<int32_t>& history) {
     int32_t c = counts_[size_t(*t)];
     if (c == 0) continue;
     counts_[size_t(*t)] = 0;
-    float& l = cand_[size_t(*t)].logit;
+    float& l = work_[size_t(*t)];
     l = l <= 0.0f ? l * p.repeat_penalty : l / p.repeat_penalty;
     l -= float(c) * p.frequency_penalty + p.presence_penalty;
     // Odd parameters (a zero or infinite penalty) must not leak NaN / inf into the draw.
@@ -89,16 +96,39 @@ void Sampler::apply_penalties(const std::vector<int32_t>& history) {
   }
 }
 
-size_t Sampler::truncate(size_t n) {
+size_t Sampler::select_top_k(size_t k) {
+  // One pass over the logits with a k-heap whose top is the worst kept candidate: most tokens
+  // cost one comparison, and the (n_vocab) candidate array is never filled.
+  const float* w = work_.data();
+  Candidate* c = cand_.data();
+  for (size_t i = 0; i < k; ++i) c[i] = {w[i], int32_t(i)};
+  std::make_heap(c, c + k, ByLogitDesc{});
+  float worst = c[0].logit;
+  for (size_t i = k; i < size_t(n_vocab_); ++i) {
+    // Strictly greater: on a tie the kept token has the smaller id, as ByLogitDesc orders them.
+    if (w[i] > worst) {
+      std::pop_heap(c, c + k, ByLogitDesc{});
+      c[k - 1] = {w[i], int32_t(i)};
+      std::push_heap(c, c + k, ByLogitDesc{});
+      worst = c[0].logit;
+    }
+  }
+  std::sort_heap(c, c + k, ByLogitDesc{});  // best first
+  return k;
+}
+
+size_t Sampler::truncate() {
   const SamplingParams& p = params_;
   Candidate* c = cand_.data();
+  size_t n = size_t(n_vocab_);
   size_t sorted = 0;  // c[0, sorted) is in final descending order
 
   if (p.top_k > 0 && size_t(p.top_k) < n) {
-    // A k-heap pass: ~n comparisons when k is small, never a full sort.
-    std::partial_sort(c, c + p.top_k, c + n, ByLogitDesc{});
-    n = size_t(p.top_k);
+    n = select_top_k(size_t(p.top_k));
     sorted = n;
+  } else {
+    const float* w = work_.data();
+    for (size_t i = 0; i < n; ++i) c[i] = {w[i], int32_t(i)};
   }
 
   const bool use_top_p = p.top_p < 1.0f;
@@ -136,21 +166,36 @@ size_t Sampler::truncate(size_t n) {
   }
 
   if (use_top_p) {
-    double z = 0.0;
-    for (size_t i = 0; i < n; ++i) z += std::exp(c[i].logit - max_logit);
-    const double target = double(p.top_p) * z;
-    double cum = 0.0;
-    for (size_t i = 0; i < m; ++i) {
-      if (i == sorted) {
-        // Extend the sorted prefix in doubling chunks: a peaked distribution needs only a few
-        // hundred tokens sorted, a flat one pays n log n once.
-        size_t end = std::min(m, sorted + std::max<size_t>(256, sorted));
-        if (end < m) std::nth_element(c + sorted, c + end, c + m, ByLogitDesc{});
-        std::sort(c + sorted, c + end, ByLogitDesc{});
-        sorted = end;
+    auto mass = [&](size_t a, size_t b) {
+      double s = 0.0;
+      for (size_t i = a; i < b; ++i) s += std::exp(c[i].logit - max_logit);
+      return s;
+    };
+    const double target = double(p.top_p) * mass(0, n);
+    // The kept set is the shortest best-first prefix of [0, m) holding `target` mass. Unless
+    // the candidates are already sorted (top-k), find its end by a selection that halves the
+    // range each step (expected O(m), never a full sort): after each step, [0, lo) is better
+    // than [lo, hi), which is better than [hi, m), and the end lies in [lo, hi].
+    size_t lo = 0, hi = m;
+    double acc = 0.0;  // mass of [0, lo)
+    if (sorted < m) {
+      while (hi - lo > 256) {
+        size_t mid = lo + (hi - lo) / 2;
+        std::nth_element(c + lo, c + mid, c + hi, ByLogitDesc{});
+        double s = mass(lo, mid);
+        if (acc + s >= target) {
+          hi = mid;
+        } else {
+          acc += s;
+          lo = mid;
+        }
       }
-      cum += std::exp(c[i].logit - max_logit);
-      if (cum >= target) {
+      std::sort(c + lo, c + hi, ByLogitDesc{});
+    }
+    m = hi;  // if rounding keeps the walk below the target, the whole range is the prefix
+    for (size_t i = lo; i < hi; ++i) {
+      acc += std::exp(c[i].logit - max_logit);
+      if (acc >= target) {
         m = i + 1;
         break;
       }
@@ -198,24 +243,17 @@ int32_t Sampler::draw(size_t n) {
 
 int32_t Sampler::sample(const float* logits, const std::vector<int32_t>& history) {
   const size_t n = size_t(n_vocab_);
-  Candidate* c = cand_.data();
+  float* w = work_.data();
   for (size_t i = 0; i < n; ++i) {
+    // NaN -> -inf; +inf -> FLT_MAX so that (logit - max) stays finite. Branch-free: vectorizes.
     float v = logits[i];
-    // NaN -> -inf; +inf -> FLT_MAX so that (logit - max) stays finite.
-    if (!(v == v)) v = kNegInf;
-    else if (v > FLT_MAX) v = FLT_MAX;
-    c[i] = {v, int32_t(i)};
+    v = v == v ? v : kNegInf;
+    w[i] = v < FLT_MAX ? v : FLT_MAX;
   }
   apply_penalties(history);
 
-  if (params_.temperature <= 0.0f) {
-    size_t best = 0;
-    for (size_t i = 1; i < n; ++i) {
-      if (c[i].logit > c[best].logit) best = i;
-    }
-    return c[best].id;
-  }
-  return draw(truncate(n));
+  if (params_.temperature <= 0.0f) return argmax(w, n_vocab_);
+  return draw(truncate());
 }
 
 }  // namespace ll3

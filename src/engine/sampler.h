@@ -53,20 +53,25 @@ class Sampler {
   };
 
   void apply_penalties(const std::vector<int32_t>& history);
-  // Truncates the candidates [0, n) by top-k, top-p and min-p; returns the new n.
-  size_t truncate(size_t n);
+  // Fills cand_[0, k) with the k best tokens of work_, best first; returns k.
+  size_t select_top_k(size_t k);
+  // Builds the candidates from work_ and truncates them by top-k, top-p and min-p; returns
+  // how many remain in cand_.
+  size_t truncate();
   int32_t draw(size_t n);
   double uniform01();
 
   SamplingParams params_;
   int32_t n_vocab_;
-  std::vector<Candidate> cand_;  // (n_vocab) working set; index == id until truncation reorders it
+  std::vector<float> work_;      // (n_vocab) sanitized, penalized logits, indexed by id
+  std::vector<Candidate> cand_;  // (n_vocab) candidates; only the top k of them with top-k on
   std::vector<int32_t> counts_;  // (n_vocab) occurrences in the penalty window; all zero between calls
   std::vector<float> weights_;   // (n_vocab) unnormalized probabilities for the draw
   std::mt19937_64 rng_;
 };
 
-// Index of the largest of n logits (the first one on ties); NaN never wins unless all are NaN.
+// Index of the largest of n logits (the first one on ties). NaN logits are skipped; if every
+// logit is -inf or NaN the answer is 0.
 int32_t argmax(const float* logits, int32_t n);
 
 }  // namespace ll3

@@ -232,6 +232,40 @@ TEST(Sampler, FullChainMatchesReference) {
   check_distribution(l, p, {3, 3, 7, 12, 0, 3});
 }
 
+// Vocabularies big enough for the selection paths (top-p without top-k, min-p partitioning):
+// at a huge temperature every kept token is about equally likely, so enough draws must hit
+// exactly the reference's kept set, its weakest member included.
+TEST(Sampler, LargeVocabularyKeepsExactlyTheReferenceSet) {
+  const int n = 2000;  // > 256, so top-p's selection loop runs
+  auto l = random_logits(n, 41, 1.2f);
+  std::vector<int32_t> history = {5, 17, 17, 900, 1999};
+  std::vector<SamplingParams> configs(5, no_filters(1e4f));
+  configs[0].top_p = 0.5f;
+  configs[1].top_p = 0.6f;  // top-p cuts inside the min-p set
+  configs[1].min_p = 0.02f;
+  configs[2].min_p = 0.03f;
+  configs[3].top_k = 700;
+  configs[3].top_p = 0.6f;
+  configs[4].top_p = 0.6f;
+  configs[4].repeat_penalty = 1.3f;
+  configs[4].frequency_penalty = 0.5f;
+  for (size_t ci = 0; ci < configs.size(); ++ci) {
+    const SamplingParams& p = configs[ci];
+    auto want = expected_probs(l, p, history);
+    size_t kept = size_t(std::count_if(want.begin(), want.end(), [](double x) { return x > 0; }));
+    ASSERT_GT(kept, 100u) << "config " << ci << " too narrow to say much";
+    ASSERT_LT(kept, 800u) << "config " << ci << " too wide to cover by sampling";
+    Sampler s(p, n);
+    std::vector<int> hits(size_t(n), 0);
+    // ~20 expected hits per kept token: missing one has probability ~e^-20.
+    for (int i = 0; i < int(kept) * 20; ++i) hits[size_t(s.sample(l.data(), history))]++;
+    for (int t = 0; t < n; ++t) {
+      ASSERT_EQ(hits[size_t(t)] > 0, want[size_t(t)] > 0)
+          << "config " << ci << " token " << t << " logit " << l[size_t(t)];
+    }
+  }
+}
+
 TEST(Sampler, RepeatPenaltyWindowUnderGreedy) {
   std::vector<float> l = {2.0f, 1.9f, -3.0f};
   SamplingParams p = no_filters(0.0f);
