@@ -92,6 +92,7 @@ void set_quant_kernels(Table& t) {
 #undef LL3_SET
   if constexpr (std::is_same_v<Isa, Avx512>) {  // batched kernels of the common types
     t[size_t(DType::Q4_K)].dot_q_rows = kernels::avx512::q4_k_dot_q8_k_rows;
+    t[size_t(DType::Q5_K)].dot_q_rows = kernels::avx512::q5_k_dot_q8_k_rows;
     t[size_t(DType::Q6_K)].dot_q_rows = kernels::avx512::q6_k_dot_q8_k_rows;
     t[size_t(DType::Q8_0)].dot_q_rows = kernels::avx512::q8_0_dot_q8_0_rows;
   }

@@ -166,6 +166,7 @@ TEST(QuantIntDot, Avx512RowKernels) {
     DType type;
     void (*rows)(const void*, const void*, size_t, int64_t, int64_t, float*, size_t);
   } cases[] = {{DType::Q4_K, kernels::avx512::q4_k_dot_q8_k_rows},
+               {DType::Q5_K, kernels::avx512::q5_k_dot_q8_k_rows},
                {DType::Q6_K, kernels::avx512::q6_k_dot_q8_k_rows},
                {DType::Q8_0, kernels::avx512::q8_0_dot_q8_0_rows}};
   for (const auto& c : cases) {
@@ -179,7 +180,7 @@ TEST(QuantIntDot, Avx512RowKernels) {
     for (int64_t blk = 0; blk < n / dtype_info(c.type).block_size; ++blk) {
       const uint16_t h = f32_to_f16(0.01f * (blk + 1));
       std::memcpy(w.data() + blk * bb + d_off, &h, 2);
-      if (c.type == DType::Q4_K) std::memcpy(w.data() + blk * bb + 2, &h, 2);
+      if (c.type == DType::Q4_K || c.type == DType::Q5_K) std::memcpy(w.data() + blk * bb + 2, &h, 2);
     }
     const size_t stride = dtype_row_bytes(ref->vec_dot_type, n);
     std::vector<uint8_t> xq(stride * 6);

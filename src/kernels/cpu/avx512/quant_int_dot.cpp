@@ -1,7 +1,7 @@
 // AVX-512 VNNI integer dots: weight blocks times int8 activation blocks, products summed exactly
 // in int32 by vpdpbusd (unsigned weight bytes x signed activation bytes), then scaled in float.
-// Signed weights (Q4_0, Q5_0, Q8_0) use the sign trick: |w| x (a * sign(w)). Q4_K, Q6_K and
-// Q8_0, the types of the common files, have their own kernels in quant_vnni_rows.cpp.
+// Signed weights (Q4_0, Q5_0, Q8_0) use the sign trick: |w| x (a * sign(w)). Q4_K, Q5_K, Q6_K
+// and Q8_0, the types of the common files, have their own kernels in quant_vnni_rows.cpp.
 #include <immintrin.h>
 
 #include "kernels/quant_kernels.h"
@@ -75,6 +75,7 @@ float k_dot_q8k(const void* row, const void* xq, int64_t n) {
     Unpack(w[i], k);
     const __m512 s16 = _mm512_loadu_ps(k.s);
     __m512 acc = _mm512_setzero_ps();
+#pragma clang loop unroll(full)
     for (int c = 0; c < 4; ++c) {
       const __m512i u = _mm512_load_si512(k.u + 64 * c);
       const __m512i qa = _mm512_loadu_si512(a[i].qs + 64 * c);
@@ -109,6 +110,5 @@ float q5_1_dot_q8_1(const void* row, const void* xq, int64_t n) {
 
 float q2_k_dot_q8_k(const void* row, const void* xq, int64_t n) { return k_dot_q8k<BlockQ2_K, simd::unpack_q2_k>(row, xq, n); }
 float q3_k_dot_q8_k(const void* row, const void* xq, int64_t n) { return k_dot_q8k<BlockQ3_K, simd::unpack_q3_k>(row, xq, n); }
-float q5_k_dot_q8_k(const void* row, const void* xq, int64_t n) { return k_dot_q8k<BlockQ5_K, simd::unpack_q5_k>(row, xq, n); }
 
 }  // namespace ll3::kernels::avx512

@@ -1,10 +1,12 @@
-// AVX-512 VNNI kernels of the types most files use (Q4_K, Q6_K, Q8_0), for one activation row
+// AVX-512 VNNI kernels of the types most files use (Q4_K, Q5_K, Q6_K, Q8_0), for one activation row
 // (dot_q, decoding) and for several (dot_q_rows, prompt processing). A weight block is unpacked
 // into registers once and then multiplied into up to four activation rows, so the unpacking cost
 // is shared across the batch. Products are summed exactly in int32 (vpdpbusd), scaled per
 // sub-block in int32 (vpdpwssd: the sub-block sums are below 2^15 and the scale sits in the low
 // int16 of each lane), and converted to float once per block.
 #include <immintrin.h>
+
+#include <type_traits>
 
 #include "kernels/quant_kernels.h"
 #include "kernels/quant_simd_unpack.h"
@@ -48,11 +50,14 @@ inline const A* act_row(const void* xq, size_t stride, int x) {
   return reinterpret_cast<const A*>(static_cast<const uint8_t*>(xq) + x * stride);
 }
 
-// ---- Q4_K x Q8_K ----------------------------------------------------------------------------
+// ---- Q4_K / Q5_K x Q8_K ---------------------------------------------------------------------
+// Q5_K is Q4_K plus a fifth bit per weight (qh): chunk k's low half takes bit 2k of qh[l], its
+// high half bit 2k+1, added as 16 through a byte mask.
 
-template <int NX>
-void q4_k_rows(const void* row, const void* xq, size_t stride, int64_t n, float* y, size_t y_stride) {
-  const BlockQ4_K* w = static_cast<const BlockQ4_K*>(row);
+template <class Block, int NX>
+void q45_k_rows(const void* row, const void* xq, size_t stride, int64_t n, float* y, size_t y_stride) {
+  constexpr bool kQ5 = std::is_same_v<Block, BlockQ5_K>;
+  const Block* w = static_cast<const Block*>(row);
   const __m512i nib = _mm512_set1_epi8(0x0F);
   const __m512i shifts = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
   __m512 acc[NX];
@@ -79,6 +84,12 @@ void q4_k_rows(const void* row, const void* xq, size_t stride, int64_t n, float*
     LL3_UNROLL for (int k = 0; k < 4; ++k) {
       const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qs + 32 * k)));
       u[k] = _mm512_and_si512(_mm512_srlv_epi64(q, shifts), nib);
+      if constexpr (kQ5) {
+        const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qh)));
+        const __m512i bits = _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << (2 * k))),
+                                                _mm256_set1_epi8(static_cast<char>(2 << (2 * k))), 1);
+        u[k] = _mm512_mask_add_epi8(u[k], _mm512_test_epi8_mask(qh, bits), u[k], _mm512_set1_epi8(16));
+      }
       sck[k] = _mm512_permutexvar_epi32(load_idx(kQ4KScaleIdx[k]), sc);
     }
     const float d = simd::h2f(w[i].d), dmin = simd::h2f(w[i].dmin);
@@ -176,7 +187,8 @@ void run_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_
   }
 }
 
-template <int NX> struct Q4K { static void run(const void* r, const void* a, size_t s, int64_t n, float* y, size_t ys) { q4_k_rows<NX>(r, a, s, n, y, ys); } };
+template <int NX> struct Q4K { static void run(const void* r, const void* a, size_t s, int64_t n, float* y, size_t ys) { q45_k_rows<BlockQ4_K, NX>(r, a, s, n, y, ys); } };
+template <int NX> struct Q5K { static void run(const void* r, const void* a, size_t s, int64_t n, float* y, size_t ys) { q45_k_rows<BlockQ5_K, NX>(r, a, s, n, y, ys); } };
 template <int NX> struct Q6K { static void run(const void* r, const void* a, size_t s, int64_t n, float* y, size_t ys) { q6_k_rows<NX>(r, a, s, n, y, ys); } };
 template <int NX> struct Q80 { static void run(const void* r, const void* a, size_t s, int64_t n, float* y, size_t ys) { q8_0_rows<NX>(r, a, s, n, y, ys); } };
 
@@ -184,7 +196,12 @@ template <int NX> struct Q80 { static void run(const void* r, const void* a, siz
 
 float q4_k_dot_q8_k(const void* row, const void* xq, int64_t n) {
   float y;
-  q4_k_rows<1>(row, xq, 0, n, &y, 0);
+  q45_k_rows<BlockQ4_K, 1>(row, xq, 0, n, &y, 0);
+  return y;
+}
+float q5_k_dot_q8_k(const void* row, const void* xq, int64_t n) {
+  float y;
+  q45_k_rows<BlockQ5_K, 1>(row, xq, 0, n, &y, 0);
   return y;
 }
 float q6_k_dot_q8_k(const void* row, const void* xq, int64_t n) {
@@ -200,6 +217,9 @@ float q8_0_dot_q8_0(const void* row, const void* xq, int64_t n) {
 
 void q4_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride) {
   run_rows<Q4K>(row, xq, stride, nx, n, y, y_stride);
+}
+void q5_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride) {
+  run_rows<Q5K>(row, xq, stride, nx, n, y, y_stride);
 }
 void q6_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride) {
   run_rows<Q6K>(row, xq, stride, nx, n, y, y_stride);
