@@ -145,7 +145,7 @@ size_t Sampler::truncate() {
 
   // min-p keeps a prefix of the sorted order (all logits >= max + log(min_p)), and top-p keeps
   // a prefix too, so the result is the shorter prefix. Finding the min-p set first lets top-p
-  // sort only among its members, while top-p's normalization still spans all n candidates.
+  // search only among its members, while top-p's normalization still spans all n candidates.
   size_t m = n;
   if (use_min_p) {
     const float threshold = max_logit + std::log(p.min_p);

@@ -2,9 +2,9 @@
 // samplers: penalties, top-k, top-p, min-p, temperature, then a seeded draw.
 //
 // All scratch is allocated by the constructor; sample() allocates nothing, so it can sit on the
-// per-token path. Cost for a 128k vocabulary: one copy of the logits plus a partial sort of the
-// candidates that survive (top-k uses a k-heap; top-p sorts only as far as the cumulative mass
-// reaches p, and only among the tokens min-p keeps).
+// per-token path. Cost for a 128k vocabulary: one pass copying the logits, then top-k as a
+// k-heap scan over them; without top-k, top-p finds its cut by selection (expected linear, no
+// full sort) among the tokens min-p keeps.
 #pragma once
 
 #include <cstdint>
