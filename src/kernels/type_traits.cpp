@@ -91,6 +91,7 @@ void set_quant_kernels(Table& t) {
   LL3_SET(Q6_K, q6_k, q8_k)
 #undef LL3_SET
   if constexpr (std::is_same_v<Isa, Avx512>) {  // batched kernels of the common types
+    t[size_t(DType::Q4_0)].dot_q_rows = kernels::avx512::q4_0_dot_q8_0_rows;
     t[size_t(DType::Q4_K)].dot_q_rows = kernels::avx512::q4_k_dot_q8_k_rows;
     t[size_t(DType::Q5_K)].dot_q_rows = kernels::avx512::q5_k_dot_q8_k_rows;
     t[size_t(DType::Q6_K)].dot_q_rows = kernels::avx512::q6_k_dot_q8_k_rows;

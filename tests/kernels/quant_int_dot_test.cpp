@@ -165,7 +165,8 @@ TEST(QuantIntDot, Avx512RowKernels) {
   struct {
     DType type;
     void (*rows)(const void*, const void*, size_t, int64_t, int64_t, float*, size_t);
-  } cases[] = {{DType::Q4_K, kernels::avx512::q4_k_dot_q8_k_rows},
+  } cases[] = {{DType::Q4_0, kernels::avx512::q4_0_dot_q8_0_rows},
+               {DType::Q4_K, kernels::avx512::q4_k_dot_q8_k_rows},
                {DType::Q5_K, kernels::avx512::q5_k_dot_q8_k_rows},
                {DType::Q6_K, kernels::avx512::q6_k_dot_q8_k_rows},
                {DType::Q8_0, kernels::avx512::q8_0_dot_q8_0_rows}};

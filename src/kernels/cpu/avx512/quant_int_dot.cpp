@@ -1,7 +1,7 @@
 // AVX-512 VNNI integer dots: weight blocks times int8 activation blocks, products summed exactly
 // in int32 by vpdpbusd (unsigned weight bytes x signed activation bytes), then scaled in float.
-// Signed weights (Q4_0, Q5_0, Q8_0) use the sign trick: |w| x (a * sign(w)). Q4_K, Q5_K, Q6_K
-// and Q8_0, the types of the common files, have their own kernels in quant_vnni_rows.cpp.
+// Signed weights (Q4_0, Q5_0, Q8_0) use the sign trick: |w| x (a * sign(w)). Q4_0, Q4_K, Q5_K,
+// Q6_K and Q8_0, the types of the common files, have their own kernels in quant_vnni_rows.cpp.
 #include <immintrin.h>
 
 #include "kernels/quant_kernels.h"
@@ -51,7 +51,6 @@ float legacy_dot(const void* row, const void* xq, int64_t n) {
   return hsum8(acc) + extra;
 }
 
-__m256i q4_0_vals(const BlockQ4_0& b) { return _mm256_sub_epi8(simd::unpack_q4_32(b.qs), _mm256_set1_epi8(8)); }
 __m256i q5_0_vals(const BlockQ5_0& b) {
   return _mm256_sub_epi8(simd::unpack_q5_32(b.qs, b.qh), _mm256_set1_epi8(16));
 }
@@ -95,9 +94,6 @@ float k_dot_q8k(const void* row, const void* xq, int64_t n) {
 
 }  // namespace
 
-float q4_0_dot_q8_0(const void* row, const void* xq, int64_t n) {
-  return legacy_dot<BlockQ4_0, BlockQ8_0, true, q4_0_vals>(row, xq, n);
-}
 float q5_0_dot_q8_0(const void* row, const void* xq, int64_t n) {
   return legacy_dot<BlockQ5_0, BlockQ8_0, true, q5_0_vals>(row, xq, n);
 }

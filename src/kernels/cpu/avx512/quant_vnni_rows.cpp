@@ -1,4 +1,4 @@
-// AVX-512 VNNI kernels of the types most files use (Q4_K, Q5_K, Q6_K, Q8_0), for one activation row
+// AVX-512 VNNI kernels of the types most files use (Q4_K, Q5_K, Q6_K, Q8_0, Q4_0), for one activation row
 // (dot_q, decoding) and for several (dot_q_rows, prompt processing). A weight block is unpacked
 // into registers once and then multiplied into up to four activation rows, so the unpacking cost
 // is shared across the batch. Products are summed exactly in int32 (vpdpbusd), scaled per
@@ -172,6 +172,58 @@ void q8_0_rows(const void* row, const void* xq, size_t stride, int64_t n, float*
   for (int x = 0; x < NX; ++x) y[x * y_stride] = hsum8(acc[x]);
 }
 
+// ---- Q4_0 x Q8_0 ----------------------------------------------------------------------------
+// Two blocks per step: the nibbles of blocks i and i+1 fill one 512-bit vector in element order,
+// products of the unsigned nibbles u come from vpdpbusd, and the bias uses sum (u - 8) a =
+// sum u a - sum 8 a (a second vpdpbusd against a vector of 8s).
+
+inline __m512 scale_pair(float lo, float hi) {
+  return _mm512_insertf32x8(_mm512_set1_ps(lo), _mm256_set1_ps(hi), 1);
+}
+
+template <int NX>
+void q4_0_rows(const void* row, const void* xq, size_t stride, int64_t n, float* y, size_t y_stride) {
+  const BlockQ4_0* w = static_cast<const BlockQ4_0*>(row);
+  const int64_t nb = n / kQK;
+  const __m512i nib = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
+  const __m512i dup = _mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3);
+  const __m512i shifts = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
+  __m512 acc[NX];
+  for (int x = 0; x < NX; ++x) acc[x] = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 2 <= nb; i += 2) {
+    const __m256i pair = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[i + 1].qs)),
+                                          _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[i].qs)));
+    // [b0 lo | b0 hi | b1 lo | b1 hi] = elements 0..31 of block i, then of block i+1.
+    const __m512i u = _mm512_and_si512(
+        _mm512_srlv_epi64(_mm512_permutexvar_epi64(dup, _mm512_castsi256_si512(pair)), shifts), nib);
+    const float d0 = simd::h2f(w[i].d), d1 = simd::h2f(w[i + 1].d);
+    for (int x = 0; x < NX; ++x) {
+      const BlockQ8_0* a = act_row<BlockQ8_0>(xq, stride, x) + i;
+      const __m512i av = _mm512_inserti64x4(
+          _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[0].qs))),
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[1].qs)), 1);
+      const __m512i p = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u, av),
+                                         _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, av));
+      acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scale_pair(d0 * simd::h2f(a[0].d), d1 * simd::h2f(a[1].d)),
+                               acc[x]);
+    }
+  }
+  float tail[NX] = {};
+  if (i < nb) {  // an odd last block, with 256-bit vectors
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[i].qs));
+    const __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
+    for (int x = 0; x < NX; ++x) {
+      const BlockQ8_0& a = act_row<BlockQ8_0>(xq, stride, x)[i];
+      const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
+      const __m256i p = _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u, av),
+                                         _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(8), av));
+      tail[x] = hsum8(_mm256_cvtepi32_ps(p)) * (simd::h2f(w[i].d) * simd::h2f(a.d));
+    }
+  }
+  for (int x = 0; x < NX; ++x) y[x * y_stride] = _mm512_reduce_add_ps(acc[x]) + tail[x];
+}
+
 // Split nx activation rows into passes of at most kMaxNX.
 template <template <int> class K>
 void run_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride) {
@@ -190,6 +242,7 @@ void run_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_
 template <int NX> struct Q4K { static void run(const void* r, const void* a, size_t s, int64_t n, float* y, size_t ys) { q45_k_rows<BlockQ4_K, NX>(r, a, s, n, y, ys); } };
 template <int NX> struct Q5K { static void run(const void* r, const void* a, size_t s, int64_t n, float* y, size_t ys) { q45_k_rows<BlockQ5_K, NX>(r, a, s, n, y, ys); } };
 template <int NX> struct Q6K { static void run(const void* r, const void* a, size_t s, int64_t n, float* y, size_t ys) { q6_k_rows<NX>(r, a, s, n, y, ys); } };
+template <int NX> struct Q40 { static void run(const void* r, const void* a, size_t s, int64_t n, float* y, size_t ys) { q4_0_rows<NX>(r, a, s, n, y, ys); } };
 template <int NX> struct Q80 { static void run(const void* r, const void* a, size_t s, int64_t n, float* y, size_t ys) { q8_0_rows<NX>(r, a, s, n, y, ys); } };
 
 }  // namespace
@@ -209,6 +262,11 @@ float q6_k_dot_q8_k(const void* row, const void* xq, int64_t n) {
   q6_k_rows<1>(row, xq, 0, n, &y, 0);
   return y;
 }
+float q4_0_dot_q8_0(const void* row, const void* xq, int64_t n) {
+  float y;
+  q4_0_rows<1>(row, xq, 0, n, &y, 0);
+  return y;
+}
 float q8_0_dot_q8_0(const void* row, const void* xq, int64_t n) {
   float y;
   q8_0_rows<1>(row, xq, 0, n, &y, 0);
@@ -223,6 +281,9 @@ void q5_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t 
 }
 void q6_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride) {
   run_rows<Q6K>(row, xq, stride, nx, n, y, y_stride);
+}
+void q4_0_dot_q8_0_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride) {
+  run_rows<Q40>(row, xq, stride, nx, n, y, y_stride);
 }
 void q8_0_dot_q8_0_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride) {
   run_rows<Q80>(row, xq, stride, nx, n, y, y_stride);
