@@ -1,0 +1,168 @@
+// ll3 perplexity: perplexity of a model over a text (llama-perplexity's chunking and scoring),
+// optionally saving the base log-probabilities or comparing with them (KL divergence).
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "cli_args.h"
+#include "cli_common.h"
+#include "commands.h"
+#include "engine/perplexity.h"
+#include "engine/session.h"
+#include "model/model_tokenizer.h"
+
+namespace ll3::cli {
+
+namespace {
+
+std::string eta_string(double s) {
+  const int t = static_cast<int>(s + 0.5);
+  return t >= 60 ? strprintf("%dm%02ds", t / 60, t % 60) : strprintf("%ds", t);
+}
+
+void print_progress(const PerplexityProgress& p, bool tty) {
+  const double eta = p.seconds / p.chunk * (p.n_chunk - p.chunk);
+  std::string kl;
+  if (p.kl != nullptr) {
+    // Once per chunk: the summary sorts copies of the per-token values, cheap next to a chunk.
+    KlSummary k = p.kl->summary();
+    kl = strprintf("  KLD %.6f  same top %.2f%%", k.kld.mean, 100 * k.same_top.mean);
+  }
+  if (tty) {
+    const int width = 24;
+    const int filled = static_cast<int>(width * p.chunk / p.n_chunk);
+    std::fprintf(stderr, "\r[%s%s] %lld/%lld  PPL %.4f +/- %.4f%s  %.1f s/chunk  ETA %s   ",
+                 std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
+                 static_cast<long long>(p.chunk), static_cast<long long>(p.n_chunk), p.ppl->ppl(), p.ppl->ppl_error(),
+                 kl.c_str(), p.seconds / p.chunk, eta_string(eta).c_str());
+    if (p.chunk == p.n_chunk) std::fputc('\n', stderr);
+  } else {
+    std::fprintf(stderr, "chunk %lld/%lld: PPL = %.4f +/- %.4f%s (%.1f s, ETA %s)\n", static_cast<long long>(p.chunk),
+                 static_cast<long long>(p.n_chunk), p.ppl->ppl(), p.ppl->ppl_error(), kl.c_str(), p.seconds,
+                 eta_string(eta).c_str());
+  }
+  std::fflush(stderr);
+}
+
+void print_kl(const KlSummary& k) {
+  std::printf("\n====== Perplexity statistics ======\n");
+  std::printf("Mean PPL(Q)                   : %10.6f ± %10.6f\n", k.ppl.mean, k.ppl.err);
+  std::printf("Mean PPL(base)                : %10.6f ± %10.6f\n", k.ppl_base.mean, k.ppl_base.err);
+  std::printf("Cor(ln(PPL(Q)), ln(PPL(base))): %6.2f%%\n", 100 * k.ln_ppl_correlation);
+  std::printf("Mean ln(PPL(Q)/PPL(base))     : %10.6f ± %10.6f\n", k.ln_ppl_ratio.mean, k.ln_ppl_ratio.err);
+  std::printf("Mean PPL(Q)/PPL(base)         : %10.6f ± %10.6f\n", k.ppl_ratio.mean, k.ppl_ratio.err);
+  std::printf("Mean PPL(Q)-PPL(base)         : %10.6f ± %10.6f\n", k.ppl_diff.mean, k.ppl_diff.err);
+  std::printf("\n====== KL divergence statistics ======\n");
+  std::printf("Mean    KLD: %10.6f ± %10.6f\n", k.kld.mean, k.kld.err);
+  std::printf("Maximum KLD: %10.6f\n", k.kld_max);
+  std::printf("99.9%%   KLD: %10.6f\n", k.kld_p999);
+  std::printf("99.0%%   KLD: %10.6f\n", k.kld_p99);
+  std::printf("Median  KLD: %10.6f\n", k.kld_median);
+  std::printf("10.0%%   KLD: %10.6f\n", k.kld_p10);
+  std::printf(" 5.0%%   KLD: %10.6f\n", k.kld_p5);
+  std::printf(" 1.0%%   KLD: %10.6f\n", k.kld_p1);
+  std::printf("Minimum KLD: %10.6f\n", k.kld_min);
+  std::printf("\n====== Token probability statistics ======\n");
+  std::printf("Mean    Δp: %6.3f ± %5.3f %%\n", 100 * k.p_diff.mean, 100 * k.p_diff.err);
+  std::printf("Maximum Δp: %6.3f%%\n", 100 * k.p_diff_max);
+  std::printf("99.0%%   Δp: %6.3f%%\n", 100 * k.p_diff_p99);
+  std::printf("Median  Δp: %6.3f%%\n", 100 * k.p_diff_median);
+  std::printf(" 1.0%%   Δp: %6.3f%%\n", 100 * k.p_diff_p1);
+  std::printf("Minimum Δp: %6.3f%%\n", 100 * k.p_diff_min);
+  std::printf("RMS Δp    : %6.3f ± %5.3f %%\n", 100 * k.p_diff_rms.mean, 100 * k.p_diff_rms.err);
+  std::printf("Same top p: %6.3f ± %5.3f %%\n", 100 * k.same_top.mean, 100 * k.same_top.err);
+}
+
+int cmd_perplexity(int argc, char** argv) {
+  std::string model_path, text_path, save_path, base_path, kv_type = "f16";
+  long long ctx = 0, chunks = -1, batch = 512;
+  int threads = 0;
+  bool float_act = false;
+  ArgParser ap("perplexity",
+               "ll3 perplexity -m MODEL -f TEXT [--ctx 512] [--chunks N] [-t N] [--save-logits FILE | --kl-base FILE] "
+               "[--float-act]",
+               "Perplexity over non-overlapping chunks of a text (second half of each scored, as llama-perplexity "
+               "does); KL divergence against a saved base run.");
+  ap.add_string({"-m", "--model"}, "MODEL", "GGUF file or Hugging Face directory (default: the default model)",
+                &model_path);
+  ap.add_string({"-f", "--file"}, "TEXT", "text file to score (bytes as they are)", &text_path);
+  ap.add_int({"-c", "--ctx"}, "N", "tokens per chunk (default 512, or the base file's)", &ctx);
+  ap.add_int({"--chunks"}, "N", "score at most N chunks (default: all)", &chunks);
+  ap.add_int({"-b", "--batch"}, "N", "tokens per forward step (default 512)", &batch);
+  ap.add_int({"-t", "--threads"}, "N", "threads (default: all cores)", &threads);
+  ap.add_string({"--save-logits"}, "FILE",
+                "save the log-probabilities of every scored position (llama.cpp's --kl-divergence-base format)",
+                &save_path);
+  ap.add_string({"--kl-base"}, "FILE", "compare with a base run saved by --save-logits on the same text: KL divergence",
+                &base_path);
+  ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32 or f16 (default f16)", &kv_type);
+  ap.add_flag({"--float-act"}, "keep activations in float for quantized weights (default: 8-bit, as llama.cpp)",
+              &float_act);
+  if (int rc = ap.parse(argc, argv); rc >= 0) return rc;
+  if (text_path.empty()) return ap.usage_error("-f TEXT is required");
+  if (!save_path.empty() && !base_path.empty()) return ap.usage_error("give --save-logits or --kl-base, not both");
+  if (ctx < 0 || (ctx > 0 && ctx < 4)) return ap.usage_error("--ctx must be at least 4");
+  if (chunks == 0 || chunks < -1) return ap.usage_error("--chunks must be positive");
+  if (batch <= 0) return ap.usage_error("--batch must be positive");
+  Result<DType> kvt = parse_kv_type(kv_type);
+  if (!kvt.ok()) return ap.usage_error(kvt.message());
+  Result<std::string> text = read_text_file(text_path);
+  if (!text.ok()) return ap.usage_error(text.message());
+
+  auto fail = [](const std::string& msg) {
+    std::fprintf(stderr, "ll3 perplexity: %s\n", msg.c_str());
+    return 1;
+  };
+  std::unique_ptr<LogProbReader> base;
+  if (!base_path.empty()) {
+    Result<std::unique_ptr<LogProbReader>> r = LogProbReader::open(base_path);
+    if (!r.ok()) return fail(r.message());
+    base = std::move(r.value());
+    if (ctx == 0) ctx = base->n_ctx();
+  }
+  if (ctx == 0) ctx = 512;
+
+  Result<std::string> path = resolve_model_path(model_path);
+  if (!path.ok()) return fail(path.message());
+  Result<std::unique_ptr<LlamaModel>> model = load_model_verbose(*path);
+  if (!model.ok()) return fail(model.message());
+  Result<std::unique_ptr<Tokenizer>> tok = load_model_tokenizer(**model);
+  if (!tok.ok()) return fail(tok.message());
+  const double t_tok = now_seconds();
+  // As llama-perplexity: one BOS at the start, no special-token parsing in the text.
+  std::vector<int32_t> tokens = (*tok)->encode(*text, true, false);
+  std::fprintf(stderr, "ll3 perplexity: %s: %zu tokens (%.2f s); chunks of %lld, scoring the last %lld of each\n",
+               text_path.c_str(), tokens.size(), now_seconds() - t_tok, ctx, ctx - 1 - ctx / 2);
+
+  SessionOptions so;
+  so.context = ctx;
+  so.batch = batch;
+  so.threads = threads;
+  so.kv_type = kvt.value();
+  so.int8_activations = !float_act;
+  Result<std::unique_ptr<Session>> session = Session::create(**model, so);
+  if (!session.ok()) return fail(session.message());
+
+  PerplexityOptions opt;
+  opt.n_ctx = ctx;
+  opt.max_chunks = chunks;
+  opt.save_path = save_path;
+  opt.kl_base = base.get();
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  Result<PerplexityResult> res = compute_perplexity(**session, tokens, (*tok)->bos_id(), opt,
+                                                    [tty](const PerplexityProgress& p) { print_progress(p, tty); });
+  if (!res.ok()) return fail(res.message());
+  const PerplexityResult& r = *res;
+  std::printf("%lld chunks of %lld tokens, %lld positions scored\n", static_cast<long long>(r.n_chunk), ctx,
+              static_cast<long long>(r.ppl.count));
+  if (!save_path.empty()) std::printf("saved log-probabilities to %s\n", save_path.c_str());
+  std::printf("Final estimate: PPL = %.4f +/- %.5f\n", r.ppl.ppl(), r.ppl.ppl_error());
+  if (r.has_kl) print_kl(r.kl);
+  return 0;
+}
+
+}  // namespace
+
+LL3_COMMAND("perplexity", "perplexity of a model over a text; KL divergence against a saved base", cmd_perplexity);
+
+}  // namespace ll3::cli
