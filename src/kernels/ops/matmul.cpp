@@ -15,9 +15,13 @@ void matmul_q(ThreadPool& pool, const WeightMatrix& W, const float* x, float* y,
     for (int64_t t = begin; t < end; ++t) act.from_float(x + t * cols, scratch.xq + t * xq_bytes, cols);
   });
   pool.parallel_for(rows, [&](int64_t begin, int64_t end, int) {
+    if (n == 1) {
+      for (int64_t r = begin; r < end; ++r) y[r] = tr.dot_q(W.row(r), scratch.xq, cols);
+      return;
+    }
+    // Each weight row is unpacked once for all activation rows (y is (n, rows): stride rows).
     for (int64_t r = begin; r < end; ++r) {
-      const uint8_t* w = W.row(r);
-      for (int64_t t = 0; t < n; ++t) y[t * rows + r] = tr.dot_q(w, scratch.xq + t * xq_bytes, cols);
+      tr.dot_q_rows(W.row(r), scratch.xq, xq_bytes, n, cols, y + r, static_cast<size_t>(rows));
     }
   });
 }
