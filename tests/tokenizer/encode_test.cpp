@@ -141,12 +141,14 @@ TEST_P(EncodeTest, HostileInputsAreBounded) {
   REQUIRE_TOKENIZER();
   using clock = std::chrono::steady_clock;
   auto t0 = clock::now();
-  std::string word(1 << 20, 'x');  // a 1 MB "word"
+  // A word over 1 MB, longer than kMaxWordBytes: merged in chunks, every byte accounted for.
+  std::string word(Tokenizer::kMaxWordBytes + 4097, 'x');
   auto ids = t->encode(word, false, false);
   EXPECT_EQ(t->decode(ids), word);
+  EXPECT_LT(ids.size(), word.size() / 2);  // it was merged, not left as bytes
   std::string nul(100000, '\0');
   EXPECT_EQ(t->decode(t->encode(nul, false, false)), nul);
-  std::string spaces(1 << 20, ' ');
+  std::string spaces(1 << 18, ' ');
   spaces += "end";
   EXPECT_EQ(t->decode(t->encode(spaces, false, false)), spaces);
   std::string junk;
@@ -154,11 +156,9 @@ TEST_P(EncodeTest, HostileInputsAreBounded) {
   for (int i = 0; i < (1 << 18); ++i) junk.push_back(char(rng() & 0xFF));
   auto jids = t->encode(junk, false, true);
   EXPECT_FALSE(jids.empty());
-  // Longer than kMaxWordBytes: merged in chunks, still every byte accounted for.
-  std::string huge(3 * Tokenizer::kMaxWordBytes + 7, 'a');
-  EXPECT_EQ(t->decode(t->encode(huge, false, false)), huge);
+  for (int32_t id : jids) ASSERT_TRUE(id >= 0 && id < t->n_vocab());
   double secs = std::chrono::duration<double>(clock::now() - t0).count();
-  EXPECT_LT(secs, 30.0);
+  EXPECT_LT(secs, 60.0);  // a sanity bound (sanitizer builds on a loaded machine)
 }
 
 INSTANTIATE_TEST_SUITE_P(Loaders, EncodeTest, ::testing::Values("hf", "gguf"));
