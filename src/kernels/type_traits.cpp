@@ -90,7 +90,11 @@ void set_quant_kernels(Table& t) {
   LL3_SET(Q5_K, q5_k, q8_k)
   LL3_SET(Q6_K, q6_k, q8_k)
 #undef LL3_SET
-  if constexpr (std::is_same_v<Isa, Avx512>) {  // batched kernels of the common types
+  if constexpr (std::is_same_v<Isa, Avx512>) {
+    // Activation quantizers (bit-identical to the reference ones, so results do not depend on
+    // the CPU), and the batched kernels of the common types.
+    t[size_t(DType::Q8_K)].from_float = kernels::avx512::q8_k_from_float;
+    t[size_t(DType::Q8_0)].from_float = kernels::avx512::q8_0_from_float;
     t[size_t(DType::Q4_0)].dot_q_rows = kernels::avx512::q4_0_dot_q8_0_rows;
     t[size_t(DType::Q4_K)].dot_q_rows = kernels::avx512::q4_k_dot_q8_k_rows;
     t[size_t(DType::Q5_K)].dot_q_rows = kernels::avx512::q5_k_dot_q8_k_rows;

@@ -204,6 +204,38 @@ TEST(QuantIntDot, Avx512RowKernels) {
   }
 }
 
+// The SIMD activation quantizers give the reference's bytes, on data with exact ties (x * id
+// landing on .5), repeated extremes of both signs, zeros and a wide range of scales.
+TEST(QuantIntDot, Avx512ActivationQuantizersAreExact) {
+  if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "CPU lacks the avx512 kernel set";
+  struct {
+    DType type;
+    void (*simd)(const float*, void*, int64_t);
+  } cases[] = {{DType::Q8_K, kernels::avx512::q8_k_from_float}, {DType::Q8_0, kernels::avx512::q8_0_from_float}};
+  std::mt19937 rng(11);
+  for (const auto& c : cases) {
+    const int64_t n = 256 * 6;
+    for (int trial = 0; trial < 40; ++trial) {
+      std::vector<float> x(n);
+      std::normal_distribution<float> g(0.0f, std::pow(10.0f, static_cast<float>(trial % 9) - 4));
+      for (float& v : x) v = g(rng);
+      if (trial % 4 == 1) {  // scale exactly 1 (extreme 127 in every block) and half-integers: ties
+        for (int64_t j = 0; j < n; ++j) x[j] = j % 32 == 0 ? 127.0f : 0.5f * static_cast<int>(rng() % 253 - 126);
+      }
+      if (trial % 4 == 2) {  // the extreme appears with both signs; the first one decides
+        x[37] = 9.0f;
+        x[3] = -9.0f;
+        x[300] = 9.0f;
+      }
+      if (trial % 4 == 3) std::fill(x.begin() + 256, x.begin() + 512, 0.0f);  // an all-zero block
+      std::vector<uint8_t> want(dtype_row_bytes(c.type, n)), got(want.size(), 0xAB);
+      type_traits_ref(c.type)->from_float(x.data(), want.data(), n);
+      c.simd(x.data(), got.data(), n);
+      ASSERT_EQ(want, got) << dtype_name(c.type) << " trial " << trial;
+    }
+  }
+}
+
 TEST(QuantIntDot, ActivationBlocksKeepSideSums) {
   std::mt19937 rng(3);
   std::normal_distribution<float> g(0.0f, 2.0f);
