@@ -30,7 +30,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   const ll3::Tokenizer& t = **tok;
-  for (std::string_view s : {std::string_view("Hello world! 123 <|eot_id|>\n\n  x"), tok_json.substr(0, 256)}) {
+  for (std::string_view s :
+       {std::string_view("Hello world! 123 <|eot_id|>\n\n  x"), tok_json.substr(0, 256)}) {
     for (int flags = 0; flags < 4; ++flags) {
       auto ids = t.encode(s, flags & 2, flags & 1);
       for (int32_t id : ids)
@@ -41,7 +42,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string warning;
   ll3::ChatTemplateOptions opt;
   opt.now = 1736942400;
-  auto out = ll3::render_chat(chat_template, {{"system", "s", ""}, {"user", "u", ""}}, opt, &warning);
+  auto out =
+      ll3::render_chat(chat_template, {{"system", "s", ""}, {"user", "u", ""}}, opt, &warning);
   if (!out.ok()) std::abort();  // a bad template falls back; only bad options may fail
   return 0;
 }

@@ -20,8 +20,10 @@ std::unique_ptr<ll3::Tokenizer> synthetic() {
   ll3::TokenizerVocab v;
   for (int b = 0; b < 256; ++b) v.tokens.emplace_back(ll3::byte_to_utf8(uint8_t(b)));
   // A few layers of merges over common letters and spaces.
-  const char* words[] = {"th", "the", "Ġt", "Ġthe", "in", "ing", "er", "Ġa", "an", "and", "ĠĠ", "ĠĠĠĠ", "ĊĊ", "12", "123"};
-  const char* merges[] = {"t h", "th e", "Ġ t", "Ġt he", "i n", "in g", "e r", "Ġ a", "a n", "an d", "Ġ Ġ", "ĠĠ ĠĠ", "Ċ Ċ", "1 2", "12 3"};
+  const char* words[] = {"th", "the", "Ġt", "Ġthe", "in", "ing", "er", "Ġa",
+                         "an", "and", "ĠĠ", "ĠĠĠĠ", "ĊĊ", "12",  "123"};
+  const char* merges[] = {"t h", "th e", "Ġ t", "Ġt he", "i n", "in g", "e r", "Ġ a",
+                          "a n", "an d", "Ġ Ġ", "ĠĠ ĠĠ", "Ċ Ċ", "1 2",  "12 3"};
   for (const char* w : words) v.tokens.emplace_back(w);
   v.tokens.emplace_back("he");  // so "Ġt he" can apply
   for (const char* m : merges) v.merges.emplace_back(m);

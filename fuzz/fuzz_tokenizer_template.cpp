@@ -3,9 +3,8 @@
 // or a Status, within the render limits, never a crash or a hang.
 #include <cstdint>
 #include <cstdlib>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "tokenizer/chat_template.h"
 #include "tokenizer/jinja.h"
@@ -30,9 +29,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   limits.max_output_bytes = 1 << 20;
   auto out = ll3::jinja::render(**t, ctx, 1736942400, limits);
   if (!out.ok() && out.message().empty()) std::abort();
-  if (out.ok()) {  // it fits the tight limits: the public entry point must render it too (or fall back)
+  if (out.ok()) {  // it fits the tight limits: the public entry point must render it too (or fall
+                   // back)
     std::string warning;
-    if (!ll3::render_chat(src, {{"user", "x", ""}}, ll3::ChatTemplateOptions{}, &warning).ok()) std::abort();
+    if (!ll3::render_chat(src, {{"user", "x", ""}}, ll3::ChatTemplateOptions{}, &warning).ok())
+      std::abort();
   }
   return 0;
 }

@@ -8,11 +8,10 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "cli_args.h"
 #include "commands.h"
@@ -62,7 +61,8 @@ struct TokenizerFlags {
   std::string model, tokenizer;
   void add(ArgParser& ap) {
     ap.add_string({"-m", "--model"}, "MODEL", "GGUF file or Hugging Face model directory", &model);
-    ap.add_string({"--tokenizer"}, "FILE_OR_DIR", "tokenizer.json or a directory holding it", &tokenizer);
+    ap.add_string({"--tokenizer"}, "FILE_OR_DIR", "tokenizer.json or a directory holding it",
+                  &tokenizer);
   }
   // Returns nullptr after printing the error; *code gets the exit code.
   std::unique_ptr<Tokenizer> load(const ArgParser& ap, int* code) const {
@@ -81,11 +81,13 @@ struct TokenizerFlags {
 };
 
 int cmd_tokenize(int argc, char** argv) {
-  ArgParser ap("tokenize",
-               "ll3 tokenize (-m MODEL | --tokenizer FILE_OR_DIR) (--text TEXT | --file F | --jsonl F) "
-               "[--ids] [--parse-special] [--add-bos] [--bench N]",
-               "Tokenize text. Prints one token per line (id and piece), or with --ids the ids as a "
-               "JSON array. --jsonl: each input line {\"text\": ...} gives an output line {\"ids\": [...]}.");
+  ArgParser ap(
+      "tokenize",
+      "ll3 tokenize (-m MODEL | --tokenizer FILE_OR_DIR) (--text TEXT | --file F | --jsonl F) "
+      "[--ids] [--parse-special] [--add-bos] [--bench N]",
+      "Tokenize text. Prints one token per line (id and piece), or with --ids the ids as a "
+      "JSON array. --jsonl: each input line {\"text\": ...} gives an output line {\"ids\": "
+      "[...]}.");
   TokenizerFlags tf;
   tf.add(ap);
   std::string text, file, jsonl;
@@ -99,7 +101,8 @@ int cmd_tokenize(int argc, char** argv) {
   ap.add_string({"--file"}, "F", "read the text from a file ('-' for stdin)", &file);
   ap.add_string({"--jsonl"}, "F", "batch mode: JSON lines {\"text\": ...} ('-' for stdin)", &jsonl);
   ap.add_flag({"--ids"}, "print only the ids, as a JSON array", &ids_only);
-  ap.add_flag({"--parse-special"}, "recognise special-token text such as <|eot_id|>", &parse_special);
+  ap.add_flag({"--parse-special"}, "recognise special-token text such as <|eot_id|>",
+              &parse_special);
   ap.add_flag({"--add-bos"}, "prepend the BOS token", &add_bos);
   ap.add_int({"--bench"}, "N", "tokenize the input N times and report MB/s (one thread)", &bench);
   int rc = ap.parse(argc, argv);
@@ -126,7 +129,8 @@ int cmd_tokenize(int argc, char** argv) {
       if (line.empty() || line == "\r") continue;
       json j = json::parse(line, nullptr, false);
       if (j.is_discarded() || !j.is_object() || !j.contains("text") || !j["text"].is_string()) {
-        std::fprintf(stderr, "ll3 tokenize: %s:%zu: expected {\"text\": \"...\"}\n", jsonl.c_str(), lineno);
+        std::fprintf(stderr, "ll3 tokenize: %s:%zu: expected {\"text\": \"...\"}\n", jsonl.c_str(),
+                     lineno);
         return 1;
       }
       ids.clear();
@@ -148,9 +152,9 @@ int cmd_tokenize(int argc, char** argv) {
       size_t n_tokens = tok->encode(text, add_bos, parse_special).size();
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       best = std::min(best, secs);
-      std::printf("run %d%s: %zu bytes -> %zu tokens in %.3f s: %.2f MB/s, %.2f M tokens/s\n", i + 1,
-                  i == 0 ? " (cold cache)" : "", text.size(), n_tokens, secs, double(text.size()) / 1e6 / secs,
-                  double(n_tokens) / 1e6 / secs);
+      std::printf("run %d%s: %zu bytes -> %zu tokens in %.3f s: %.2f MB/s, %.2f M tokens/s\n",
+                  i + 1, i == 0 ? " (cold cache)" : "", text.size(), n_tokens, secs,
+                  double(text.size()) / 1e6 / secs, double(n_tokens) / 1e6 / secs);
     }
     std::printf("best: %.2f MB/s\n", double(text.size()) / 1e6 / best);
     return 0;
@@ -181,11 +185,13 @@ bool parse_ids(const std::string& s, std::vector<int32_t>* out) {
 }
 
 int cmd_detokenize(int argc, char** argv) {
-  ArgParser ap("detokenize",
-               "ll3 detokenize (-m MODEL | --tokenizer FILE_OR_DIR) (--ids 1,2,3 | --file F | --jsonl F) [--stream]",
-               "Decode token ids to text (raw bytes). --jsonl: each line {\"ids\": [...]} gives "
-               "{\"text\": ...} (invalid UTF-8 as U+FFFD). --stream decodes id by id as a streaming "
-               "client would (only whole UTF-8 characters), one chunk per line as JSON strings.");
+  ArgParser ap(
+      "detokenize",
+      "ll3 detokenize (-m MODEL | --tokenizer FILE_OR_DIR) (--ids 1,2,3 | --file F | --jsonl F) "
+      "[--stream]",
+      "Decode token ids to text (raw bytes). --jsonl: each line {\"ids\": [...]} gives "
+      "{\"text\": ...} (invalid UTF-8 as U+FFFD). --stream decodes id by id as a streaming "
+      "client would (only whole UTF-8 characters), one chunk per line as JSON strings.");
   TokenizerFlags tf;
   tf.add(ap);
   std::string ids_arg, file, jsonl;
@@ -204,7 +210,8 @@ int cmd_detokenize(int argc, char** argv) {
   auto check = [&](const std::vector<int32_t>& ids) {
     for (int32_t id : ids)
       if (id >= tok->n_vocab()) {
-        std::fprintf(stderr, "ll3 detokenize: id %d out of range (vocabulary has %d tokens)\n", id, tok->n_vocab());
+        std::fprintf(stderr, "ll3 detokenize: id %d out of range (vocabulary has %d tokens)\n", id,
+                     tok->n_vocab());
         return false;
       }
     return true;
@@ -226,12 +233,15 @@ int cmd_detokenize(int argc, char** argv) {
       bool ok = !j.is_discarded() && j.is_object() && j.contains("ids") && j["ids"].is_array();
       if (ok) {
         for (const auto& x : j["ids"]) {
-          if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= tok->n_vocab()) ok = false;
-          else ids.push_back(x.get<int32_t>());
+          if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= tok->n_vocab())
+            ok = false;
+          else
+            ids.push_back(x.get<int32_t>());
         }
       }
       if (!ok) {
-        std::fprintf(stderr, "ll3 detokenize: %s:%zu: expected {\"ids\": [valid ids]}\n", jsonl.c_str(), lineno);
+        std::fprintf(stderr, "ll3 detokenize: %s:%zu: expected {\"ids\": [valid ids]}\n",
+                     jsonl.c_str(), lineno);
         return 1;
       }
       std::printf("{\"text\": %s}\n", json_string(tok->decode(ids)).c_str());
@@ -262,22 +272,28 @@ int cmd_detokenize(int argc, char** argv) {
 }
 
 int cmd_template(int argc, char** argv) {
-  ArgParser ap("template",
-               "ll3 template (-m MODEL | --tokenizer FILE_OR_DIR) --messages FILE.json [--no-generation-prompt] "
-               "[--template FILE] [--date STR] [--tools FILE.json] [--ids]",
-               "Render the model's chat template. FILE.json is a JSON array of messages "
-               "({\"role\", \"content\", optional \"tool_calls\"}) or an object {\"messages\": [...], "
-               "\"tools\": [...], other template variables}. Prints the prompt (or with --ids its token ids).");
+  ArgParser ap(
+      "template",
+      "ll3 template (-m MODEL | --tokenizer FILE_OR_DIR) --messages FILE.json "
+      "[--no-generation-prompt] "
+      "[--template FILE] [--date STR] [--tools FILE.json] [--ids]",
+      "Render the model's chat template. FILE.json is a JSON array of messages "
+      "({\"role\", \"content\", optional \"tool_calls\"}) or an object {\"messages\": [...], "
+      "\"tools\": [...], other template variables}. Prints the prompt (or with --ids its token "
+      "ids).");
   TokenizerFlags tf;
   tf.add(ap);
   std::string messages_path, template_path, date, tools_path;
   bool no_gen = false, ids_only = false;
   ap.add_string({"--messages"}, "FILE.json", "the conversation ('-' for stdin)", &messages_path);
   ap.add_flag({"--no-generation-prompt"}, "do not end with the assistant header", &no_gen);
-  ap.add_string({"--template"}, "FILE", "use this Jinja template instead of the model's", &template_path);
+  ap.add_string({"--template"}, "FILE", "use this Jinja template instead of the model's",
+                &template_path);
   ap.add_string({"--date"}, "STR", "date_string for Llama 3.1+ templates (\"26 Jul 2024\")", &date);
   ap.add_string({"--tools"}, "FILE.json", "a JSON array of tool definitions", &tools_path);
-  ap.add_flag({"--ids"}, "print the token ids of the rendered prompt (specials parsed, no extra BOS)", &ids_only);
+  ap.add_flag({"--ids"},
+              "print the token ids of the rendered prompt (specials parsed, no extra BOS)",
+              &ids_only);
   int rc = ap.parse(argc, argv);
   if (rc >= 0) return rc;
   if (messages_path.empty()) return ap.usage_error("--messages FILE.json is required");
@@ -296,11 +312,14 @@ int cmd_template(int argc, char** argv) {
   } else if (j.is_object() && j.contains("messages") && j["messages"].is_array()) {
     messages = j["messages"];
     for (auto it = j.begin(); it != j.end(); ++it) {
-      if (it.key() == "tools") opt.tools_json = it.value().dump();
-      else if (it.key() != "messages") extra[it.key()] = it.value();
+      if (it.key() == "tools")
+        opt.tools_json = it.value().dump();
+      else if (it.key() != "messages")
+        extra[it.key()] = it.value();
     }
   } else {
-    std::fprintf(stderr, "ll3 template: %s: expected a JSON array of messages or {\"messages\": [...]}\n",
+    std::fprintf(stderr,
+                 "ll3 template: %s: expected a JSON array of messages or {\"messages\": [...]}\n",
                  messages_path.c_str());
     return 1;
   }

@@ -32,12 +32,15 @@ std::string render_llama3_builtin(const ojson& messages, const ChatTemplateOptio
   std::string out = opt.bos_token;
   if (messages.is_array()) {
     for (const auto& m : messages) {
-      std::string role = m.is_object() && m.contains("role") && m["role"].is_string() ? m["role"].get<std::string>() : "user";
+      std::string role = m.is_object() && m.contains("role") && m["role"].is_string()
+                             ? m["role"].get<std::string>()
+                             : "user";
       std::string content;
       if (m.is_object() && m.contains("content")) {
         content = m["content"].is_string() ? m["content"].get<std::string>() : m["content"].dump();
       }
-      out += "<|start_header_id|>" + role + "<|end_header_id|>\n\n" + py_trim(content) + "<|eot_id|>";
+      out +=
+          "<|start_header_id|>" + role + "<|end_header_id|>\n\n" + py_trim(content) + "<|eot_id|>";
     }
   }
   if (opt.add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
@@ -91,7 +94,8 @@ Result<std::string> render_chat(const std::string& tmpl, const std::vector<ChatM
     j["content"] = m.content;
     if (!m.tool_calls_json.empty()) {
       ojson calls = ojson::parse(m.tool_calls_json, nullptr, false);
-      if (calls.is_discarded()) return Status::error("chat template: tool_calls of a message is not valid JSON");
+      if (calls.is_discarded())
+        return Status::error("chat template: tool_calls of a message is not valid JSON");
       j["tool_calls"] = calls;
     }
     messages.push_back(std::move(j));

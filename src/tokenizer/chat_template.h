@@ -5,10 +5,9 @@
 #pragma once
 
 #include <ctime>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 
@@ -37,10 +36,13 @@ Result<std::string> render_chat(const std::string& tmpl, const std::vector<ChatM
                                 const ChatTemplateOptions& opt, std::string* warning = nullptr);
 
 // The same with the messages as JSON (content may be structured, tool_calls present, ...).
-Result<std::string> render_chat_json(const std::string& tmpl, const nlohmann::ordered_json& messages,
-                                     const ChatTemplateOptions& opt, std::string* warning = nullptr);
+Result<std::string> render_chat_json(const std::string& tmpl,
+                                     const nlohmann::ordered_json& messages,
+                                     const ChatTemplateOptions& opt,
+                                     std::string* warning = nullptr);
 
 // The built-in Llama-3 format (what Meta-Llama-3-Instruct's template renders).
-std::string render_llama3_builtin(const nlohmann::ordered_json& messages, const ChatTemplateOptions& opt);
+std::string render_llama3_builtin(const nlohmann::ordered_json& messages,
+                                  const ChatTemplateOptions& opt);
 
 }  // namespace ll3

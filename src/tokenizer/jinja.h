@@ -6,9 +6,8 @@
 
 #include <ctime>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "core/status.h"
 
@@ -32,7 +31,7 @@ struct RenderLimits {
 // Renders with the variables in `context` (a JSON object). `now` is what strftime_now() formats
 // (local time, like Python's datetime.now()). Errors (raise_exception, undefined use, a type
 // error) give a Status.
-Result<std::string> render(const Template& t, const nlohmann::ordered_json& context, std::time_t now,
-                           const RenderLimits& limits = {});
+Result<std::string> render(const Template& t, const nlohmann::ordered_json& context,
+                           std::time_t now, const RenderLimits& limits = {});
 
 }  // namespace ll3::jinja

@@ -19,7 +19,8 @@ std::optional<Value> Args::get(size_t k, const char* name) const {
 namespace {
 
 [[noreturn]] void type_error(const char* what, const Value& a, const Value& b) {
-  throw Error(strprintf("unsupported operand type(s) for %s: '%s' and '%s'", what, kind_name(a), kind_name(b)));
+  throw Error(strprintf("unsupported operand type(s) for %s: '%s' and '%s'", what, kind_name(a),
+                        kind_name(b)));
 }
 
 std::vector<std::string> chars_of(const std::string& s) {
@@ -33,7 +34,8 @@ std::vector<std::string> chars_of(const std::string& s) {
   return out;
 }
 
-bool is_strip_char(const std::string& s, size_t i, size_t* len, const std::optional<std::string>& chars) {
+bool is_strip_char(const std::string& s, size_t i, size_t* len,
+                   const std::optional<std::string>& chars) {
   size_t k = i;
   int32_t cp = utf8_next(s, k);
   *len = k - i;
@@ -43,7 +45,8 @@ bool is_strip_char(const std::string& s, size_t i, size_t* len, const std::optio
   return false;
 }
 
-std::string py_strip(const std::string& s, bool left, bool right, const std::optional<std::string>& chars) {
+std::string py_strip(const std::string& s, bool left, bool right,
+                     const std::optional<std::string>& chars) {
   auto cs = chars_of(s);
   size_t b = 0, e = cs.size();
   auto strip_one = [&](const std::string& c) {
@@ -82,7 +85,8 @@ std::string title(const std::string& s) {
   }
   return out;
 }
-std::string replace_all(const std::string& s, const std::string& from, const std::string& to, int64_t count) {
+std::string replace_all(const std::string& s, const std::string& from, const std::string& to,
+                        int64_t count) {
   if (from.empty()) {
     std::string out;
     int64_t n = 0;
@@ -130,9 +134,9 @@ Value arith(const std::string& op, const Value& a, const Value& b) {
   if (op == "+" || op == "-" || op == "*") {
     if (ints) {
       int64_t r;
-      bool over = op == "+" ? __builtin_add_overflow(x, y, &r)
-                 : op == "-" ? __builtin_sub_overflow(x, y, &r)
-                             : __builtin_mul_overflow(x, y, &r);
+      bool over = op == "+"   ? __builtin_add_overflow(x, y, &r)
+                  : op == "-" ? __builtin_sub_overflow(x, y, &r)
+                              : __builtin_mul_overflow(x, y, &r);
       if (!over) return Value::integer(r);
     }
     return Value::number(op == "+" ? fx + fy : op == "-" ? fx - fy : fx * fy);
@@ -169,12 +173,14 @@ Value arith(const std::string& op, const Value& a, const Value& b) {
 Value repeat(const Value& seq, int64_t n) {
   n = std::max<int64_t>(n, 0);
   if (seq.is_str()) {
-    if (double(seq.s.size()) * double(n) > double(1 << 26)) throw Error("string repetition too large");
+    if (double(seq.s.size()) * double(n) > double(1 << 26))
+      throw Error("string repetition too large");
     std::string out;
     for (int64_t k = 0; k < n; ++k) out += seq.s;
     return Value::str(out);
   }
-  if (double(seq.list->size()) * double(n) > double(1 << 22)) throw Error("list repetition too large");
+  if (double(seq.list->size()) * double(n) > double(1 << 22))
+    throw Error("list repetition too large");
   List out;
   for (int64_t k = 0; k < n; ++k) out.insert(out.end(), seq.list->begin(), seq.list->end());
   return Value::new_list(std::move(out));
@@ -189,9 +195,12 @@ bool contains(const Value& container, const Value& item) {
       for (const auto& x : *container.list)
         if (equal(x, item)) return true;
       return false;
-    case Value::Kind::Dict: return item.is_str() && container.get(item.s) != nullptr;
-    case Value::Kind::Undefined: throw Error("'in' on an undefined value");
-    default: throw Error(std::string("argument of type '") + kind_name(container) + "' is not iterable");
+    case Value::Kind::Dict:
+      return item.is_str() && container.get(item.s) != nullptr;
+    case Value::Kind::Undefined:
+      throw Error("'in' on an undefined value");
+    default:
+      throw Error(std::string("argument of type '") + kind_name(container) + "' is not iterable");
   }
 }
 
@@ -217,10 +226,12 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     return arith(op, a, b);
   }
   if (op == "*") {
-    if ((a.is_str() || a.is_list()) && (b.kind == Value::Kind::Int || b.kind == Value::Kind::Bool)) {
+    if ((a.is_str() || a.is_list()) &&
+        (b.kind == Value::Kind::Int || b.kind == Value::Kind::Bool)) {
       return repeat(a, b.kind == Value::Kind::Int ? b.i : b.b);
     }
-    if ((b.is_str() || b.is_list()) && (a.kind == Value::Kind::Int || a.kind == Value::Kind::Bool)) {
+    if ((b.is_str() || b.is_list()) &&
+        (a.kind == Value::Kind::Int || a.kind == Value::Kind::Bool)) {
       return repeat(b, a.kind == Value::Kind::Int ? a.i : a.b);
     }
   }
@@ -249,7 +260,8 @@ Value get_item(const Value& obj, const Value& key) {
   }
   if (obj.is_list() || obj.is_str()) {
     if (key.kind != Value::Kind::Int) {
-      if (key.is_str()) return Value::undefined();  // an attribute such as .append: not a value here
+      if (key.is_str())
+        return Value::undefined();  // an attribute such as .append: not a value here
       throw Error("indices must be integers");
     }
     if (obj.is_list()) {
@@ -263,8 +275,10 @@ Value get_item(const Value& obj, const Value& key) {
   return Value::undefined();
 }
 
-Value slice(const Value& obj, std::optional<int64_t> start, std::optional<int64_t> stop, std::optional<int64_t> step) {
-  if (!obj.is_list() && !obj.is_str()) throw Error(std::string("cannot slice a '") + kind_name(obj) + "'");
+Value slice(const Value& obj, std::optional<int64_t> start, std::optional<int64_t> stop,
+            std::optional<int64_t> step) {
+  if (!obj.is_list() && !obj.is_str())
+    throw Error(std::string("cannot slice a '") + kind_name(obj) + "'");
   std::vector<std::string> cs;
   if (obj.is_str()) cs = chars_of(obj.s);
   int64_t n = obj.is_list() ? int64_t(obj.list->size()) : int64_t(cs.size());
@@ -281,16 +295,20 @@ Value slice(const Value& obj, std::optional<int64_t> start, std::optional<int64_
   List items;
   std::string s;
   for (int64_t k = b; st > 0 ? k < e : k > e; k += st) {
-    if (obj.is_list()) items.push_back((*obj.list)[size_t(k)]);
-    else s += cs[size_t(k)];
+    if (obj.is_list())
+      items.push_back((*obj.list)[size_t(k)]);
+    else
+      s += cs[size_t(k)];
   }
   return obj.is_list() ? Value::new_list(std::move(items)) : Value::str(s);
 }
 
 List iterate(const Value& v) {
   switch (v.kind) {
-    case Value::Kind::Undefined: return {};
-    case Value::Kind::List: return *v.list;
+    case Value::Kind::Undefined:
+      return {};
+    case Value::Kind::List:
+      return *v.list;
     case Value::Kind::Dict: {
       List keys;
       for (const auto& [k, x] : *v.dict) keys.push_back(Value::str(k));
@@ -301,13 +319,14 @@ List iterate(const Value& v) {
       for (auto& c : chars_of(v.s)) out.push_back(Value::str(c));
       return out;
     }
-    default: throw Error(std::string("'") + kind_name(v) + "' object is not iterable");
+    default:
+      throw Error(std::string("'") + kind_name(v) + "' object is not iterable");
   }
 }
 
 bool is_global_function(const std::string& name) {
-  return name == "raise_exception" || name == "strftime_now" || name == "namespace" || name == "range" ||
-         name == "dict";
+  return name == "raise_exception" || name == "strftime_now" || name == "namespace" ||
+         name == "range" || name == "dict";
 }
 
 Value call_global(Interp&, const std::string& name, const Args& a, std::time_t now) {
@@ -333,9 +352,12 @@ Value call_global(Interp&, const std::string& name, const Args& a, std::time_t n
   }
   if (name == "range") {
     int64_t b = 0, e, st = 1;
-    if (a.pos.size() == 1) e = as_int_arg(a.pos[0], 0);
-    else if (a.pos.size() >= 2) b = as_int_arg(a.pos[0], 0), e = as_int_arg(a.pos[1], 0);
-    else throw Error("range expects 1 to 3 arguments");
+    if (a.pos.size() == 1)
+      e = as_int_arg(a.pos[0], 0);
+    else if (a.pos.size() >= 2)
+      b = as_int_arg(a.pos[0], 0), e = as_int_arg(a.pos[1], 0);
+    else
+      throw Error("range expects 1 to 3 arguments");
     if (a.pos.size() >= 3) st = as_int_arg(a.pos[2], 1);
     if (st == 0) throw Error("range() step must not be zero");
     List out;
@@ -363,12 +385,14 @@ Value call_method(Interp& in, const Value& obj, const std::string& name, const A
     if (name == "capitalize") return Value::str(capitalize(s));
     if (name == "startswith" || name == "endswith") {
       std::string x = as_str_arg(a.get(0, "prefix"), "");
-      bool r = name == "startswith" ? s.compare(0, x.size(), x) == 0
-                                    : s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
+      bool r = name == "startswith"
+                   ? s.compare(0, x.size(), x) == 0
+                   : s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
       return Value::boolean(r);
     }
     if (name == "replace") {
-      return Value::str(replace_all(s, as_str_arg(a.get(0, "old"), ""), as_str_arg(a.get(1, "new"), ""),
+      return Value::str(replace_all(s, as_str_arg(a.get(0, "old"), ""),
+                                    as_str_arg(a.get(1, "new"), ""),
                                     as_int_arg(a.get(2, "count"), -1)));
     }
     if (name == "find") {
@@ -427,8 +451,8 @@ Value call_method(Interp& in, const Value& obj, const std::string& name, const A
           Value pair = Value::new_list({Value::str(k), v});
           pair.is_tuple = true;
           out.push_back(std::move(pair));
-        }
-        else out.push_back(name == "keys" ? Value::str(k) : v);
+        } else
+          out.push_back(name == "keys" ? Value::str(k) : v);
       }
       return Value::new_list(std::move(out));
     }
@@ -438,7 +462,8 @@ Value call_method(Interp& in, const Value& obj, const std::string& name, const A
       return v ? *v : a.get(1, "default").value_or(Value::none());
     }
   } else if (obj.is_list()) {
-    if (name == "append" || name == "extend" || name == "pop" || name == "insert" || name == "remove") {
+    if (name == "append" || name == "extend" || name == "pop" || name == "insert" ||
+        name == "remove") {
       // transformers renders in jinja2's ImmutableSandboxedEnvironment, which refuses this.
       throw Error("access to list." + name + " is unsafe (immutable sandbox)");
     }

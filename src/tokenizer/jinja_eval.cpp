@@ -49,18 +49,28 @@ class Renderer : public Interp {
   Flow exec(const Node& n) {
     step();
     switch (n.kind) {
-      case Node::Kind::Text: emit(n.text); return Flow::Normal;
-      case Node::Kind::Output: emit(to_str(eval(*n.expr))); return Flow::Normal;
+      case Node::Kind::Text:
+        emit(n.text);
+        return Flow::Normal;
+      case Node::Kind::Output:
+        emit(to_str(eval(*n.expr)));
+        return Flow::Normal;
       case Node::Kind::If:
         for (const auto& [cond, body] : n.branches) {
           if (!cond || eval(*cond).truthy()) return exec(body);
         }
         return Flow::Normal;
-      case Node::Kind::For: return exec_for(n);
-      case Node::Kind::Set: exec_set(n); return Flow::Normal;
-      case Node::Kind::Break: return Flow::Break;
-      case Node::Kind::Continue: return Flow::Continue;
-      case Node::Kind::Body: return exec(n.body);
+      case Node::Kind::For:
+        return exec_for(n);
+      case Node::Kind::Set:
+        exec_set(n);
+        return Flow::Normal;
+      case Node::Kind::Break:
+        return Flow::Break;
+      case Node::Kind::Continue:
+        return Flow::Continue;
+      case Node::Kind::Body:
+        return exec(n.body);
     }
     return Flow::Normal;
   }
@@ -74,7 +84,8 @@ class Renderer : public Interp {
     Value v = eval(*n.expr);
     if (!n.attr.empty()) {
       Value ns = lookup(n.targets[0]);
-      if (!ns.is_dict() || !ns.is_namespace) throw Error("cannot assign attribute on non-namespace object");
+      if (!ns.is_dict() || !ns.is_namespace)
+        throw Error("cannot assign attribute on non-namespace object");
       // A namespace is the one mutable object: keep what it holds shallow, so that a loop like
       // {% set ns.x = [ns.x] %} cannot build a chain deep enough to overflow the stack.
       uint64_t visited = 0;
@@ -135,15 +146,18 @@ class Renderer : public Interp {
     }
     List parts = iterate(item);
     if (parts.size() != targets.size()) {
-      throw Error(strprintf("cannot unpack %zu values into %zu loop variables", parts.size(), targets.size()));
+      throw Error(strprintf("cannot unpack %zu values into %zu loop variables", parts.size(),
+                            targets.size()));
     }
     for (size_t k = 0; k < parts.size(); ++k) define(targets[k], parts[k]);
   }
 
   Value eval(const Expr& e) override {
     switch (e.kind) {
-      case Expr::Kind::Literal: return e.value;
-      case Expr::Kind::Name: return lookup(e.name);
+      case Expr::Kind::Literal:
+        return e.value;
+      case Expr::Kind::Name:
+        return lookup(e.name);
       case Expr::Kind::List: {
         List l;
         for (const auto& a : e.args) l.push_back(eval(*a));
@@ -160,10 +174,14 @@ class Renderer : public Interp {
         }
         return d;
       }
-      case Expr::Kind::Attr: return get_attr(eval(*e.args[0]), e.name);
-      case Expr::Kind::Index: return get_item(eval(*e.args[0]), eval(*e.args[1]));
-      case Expr::Kind::Slice: return eval_slice(e);
-      case Expr::Kind::Call: return eval_call(e);
+      case Expr::Kind::Attr:
+        return get_attr(eval(*e.args[0]), e.name);
+      case Expr::Kind::Index:
+        return get_item(eval(*e.args[0]), eval(*e.args[1]));
+      case Expr::Kind::Slice:
+        return eval_slice(e);
+      case Expr::Kind::Call:
+        return eval_call(e);
       case Expr::Kind::Filter: {
         Value v = eval(*e.args[0]);
         Args a = eval_args(e, 1);
@@ -175,7 +193,8 @@ class Renderer : public Interp {
         bool r = apply_test(*this, e.name, v, a);
         return Value::boolean(e.negate ? !r : r);
       }
-      case Expr::Kind::Not: return Value::boolean(!eval(*e.args[0]).truthy());
+      case Expr::Kind::Not:
+        return Value::boolean(!eval(*e.args[0]).truthy());
       case Expr::Kind::Neg: {
         Value v = eval(*e.args[0]);
         if (v.kind == Value::Kind::Int) return Value::integer(-v.i);
@@ -183,7 +202,8 @@ class Renderer : public Interp {
         if (v.kind == Value::Kind::Bool) return Value::integer(-int64_t(v.b));
         throw Error(std::string("bad operand type for unary -: '") + kind_name(v) + "'");
       }
-      case Expr::Kind::Binary: return eval_binary(e);
+      case Expr::Kind::Binary:
+        return eval_binary(e);
       case Expr::Kind::Cond:
         if (eval(*e.args[1]).truthy()) return eval(*e.args[0]);
         return e.args[2] ? eval(*e.args[2]) : Value::undefined();
@@ -247,13 +267,15 @@ class Renderer : public Interp {
 
 }  // namespace
 
-Result<std::string> render(const Template& t, const nlohmann::ordered_json& context, std::time_t now,
-                           const RenderLimits& limits) {
-  if (!context.is_object()) return Status::error("chat template: the context must be a JSON object");
+Result<std::string> render(const Template& t, const nlohmann::ordered_json& context,
+                           std::time_t now, const RenderLimits& limits) {
+  if (!context.is_object())
+    return Status::error("chat template: the context must be a JSON object");
   Renderer r(now, limits);
   try {
     r.push_scope();
-    for (auto it = context.begin(); it != context.end(); ++it) r.define(it.key(), Value::from_json(it.value()));
+    for (auto it = context.begin(); it != context.end(); ++it)
+      r.define(it.key(), Value::from_json(it.value()));
     r.push_scope();  // the template's own top-level assignments
     r.exec(t.body);
   } catch (const Error& e) {

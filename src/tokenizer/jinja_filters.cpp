@@ -81,14 +81,20 @@ bool apply_test(Interp& in, const std::string& name, const Value& v, const Args&
   if (name == "sequence") return v.is_str() || v.is_list() || v.is_dict();
   if (name == "callable") return v.kind == K::Func;
   if (name == "lower") return v.is_str() && lower_ascii(v.s) == v.s;
-  if (name == "upper") return v.is_str() && v.s == [&] { std::string s = v.s; for (char& c : s) c = char(std::toupper(uint8_t(c))); return s; }();
+  if (name == "upper")
+    return v.is_str() && v.s == [&] {
+      std::string s = v.s;
+      for (char& c : s) c = char(std::toupper(uint8_t(c)));
+      return s;
+    }();
   if (name == "even" || name == "odd") {
     if (v.kind != K::Int) throw Error("'" + name + "' test needs an integer");
     return (v.i % 2 == 0) == (name == "even");
   }
   if (name == "divisibleby") {
     auto d = a.get(0, "num");
-    if (v.kind != K::Int || !d || d->kind != K::Int || d->i == 0) throw Error("bad divisibleby test");
+    if (v.kind != K::Int || !d || d->kind != K::Int || d->i == 0)
+      throw Error("bad divisibleby test");
     return v.i % d->i == 0;
   }
   auto other = [&] {
@@ -107,7 +113,8 @@ bool apply_test(Interp& in, const std::string& name, const Value& v, const Args&
     Value o = other();
     if (v.is_list() && o.is_list()) return v.list == o.list;
     if (v.is_dict() && o.is_dict()) return v.dict == o.dict;
-    return equal(v, o) && v.kind == o.kind && (v.kind == K::None || v.kind == K::Bool || v.kind == K::Undefined);
+    return equal(v, o) && v.kind == o.kind &&
+           (v.kind == K::None || v.kind == K::Bool || v.kind == K::Undefined);
   }
   (void)in;
   throw Error("unknown test '" + name + "'");
@@ -135,12 +142,23 @@ Value apply_filter(Interp& in, const std::string& name, const Value& v, const Ar
     std::string s = to_str(v), out;
     for (char c : s) {
       switch (c) {
-        case '&': out += "&amp;"; break;
-        case '<': out += "&lt;"; break;
-        case '>': out += "&gt;"; break;
-        case '"': out += "&#34;"; break;
-        case '\'': out += "&#39;"; break;
-        default: out += c;
+        case '&':
+          out += "&amp;";
+          break;
+        case '<':
+          out += "&lt;";
+          break;
+        case '>':
+          out += "&gt;";
+          break;
+        case '"':
+          out += "&#34;";
+          break;
+        case '\'':
+          out += "&#39;";
+          break;
+        default:
+          out += c;
       }
     }
     return Value::str(out);
@@ -157,7 +175,8 @@ Value apply_filter(Interp& in, const std::string& name, const Value& v, const Ar
   }
   if (name == "default" || name == "d") {
     bool boolean = a.get(1, "boolean").value_or(Value::boolean(false)).truthy();
-    if (v.is_undefined() || (boolean && !v.truthy())) return a.get(0, "default_value").value_or(Value::str(""));
+    if (v.is_undefined() || (boolean && !v.truthy()))
+      return a.get(0, "default_value").value_or(Value::str(""));
     return v;
   }
   if (name == "join") {
@@ -309,8 +328,10 @@ Value apply_filter(Interp& in, const std::string& name, const Value& v, const Ar
     int64_t width = 4;
     std::string pad;
     if (auto w = a.get(0, "width")) {
-      if (w->is_str()) pad = w->s;
-      else width = w->kind == K::Int ? w->i : 4;
+      if (w->is_str())
+        pad = w->s;
+      else
+        width = w->kind == K::Int ? w->i : 4;
     }
     if (pad.empty()) pad = std::string(size_t(std::clamp<int64_t>(width, 0, 256)), ' ');
     bool first = a.get(1, "first").value_or(Value::boolean(false)).truthy();

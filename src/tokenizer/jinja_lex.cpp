@@ -107,8 +107,10 @@ std::vector<Segment> segment(std::string src) {
       for (size_t k = inner; k + 1 < src.size(); ++k) {
         char c = src[k];
         if (quote) {
-          if (c == '\\') ++k;
-          else if (c == quote) quote = 0;
+          if (c == '\\')
+            ++k;
+          else if (c == quote)
+            quote = 0;
         } else if (c == '\'' || c == '"') {
           quote = c;
         } else if (c == closer[0] && src[k + 1] == closer[1]) {
@@ -134,7 +136,8 @@ std::vector<Segment> segment(std::string src) {
       line_starting = true;
     }
     if (type != '#') {
-      out.push_back({type == '{' ? Segment::Var : Segment::Block, src.substr(inner, inner_end - inner), open});
+      out.push_back({type == '{' ? Segment::Var : Segment::Block,
+                     src.substr(inner, inner_end - inner), open});
     }
     if (pos == src.size() && !strip_next) break;
   }
@@ -203,41 +206,73 @@ std::vector<Tok> lex(const std::string& s, size_t base) {
         }
         char e = s[++j];
         switch (e) {
-          case 'n': v += '\n'; break;
-          case 't': v += '\t'; break;
-          case 'r': v += '\r'; break;
-          case 'b': v += '\b'; break;
-          case 'f': v += '\f'; break;
-          case 'v': v += '\v'; break;
-          case 'a': v += '\a'; break;
-          case '0': v += '\0'; break;
-          case '\\': v += '\\'; break;
-          case '\'': v += '\''; break;
-          case '"': v += '"'; break;
-          case '\n': break;
-          case 'x': case 'u': case 'U': {
+          case 'n':
+            v += '\n';
+            break;
+          case 't':
+            v += '\t';
+            break;
+          case 'r':
+            v += '\r';
+            break;
+          case 'b':
+            v += '\b';
+            break;
+          case 'f':
+            v += '\f';
+            break;
+          case 'v':
+            v += '\v';
+            break;
+          case 'a':
+            v += '\a';
+            break;
+          case '0':
+            v += '\0';
+            break;
+          case '\\':
+            v += '\\';
+            break;
+          case '\'':
+            v += '\'';
+            break;
+          case '"':
+            v += '"';
+            break;
+          case '\n':
+            break;
+          case 'x':
+          case 'u':
+          case 'U': {
             size_t n = e == 'x' ? 2 : e == 'u' ? 4 : 8;
-            if (j + n >= s.size()) throw Error(strprintf("bad \\%c escape at offset %zu", e, base + j));
+            if (j + n >= s.size())
+              throw Error(strprintf("bad \\%c escape at offset %zu", e, base + j));
             uint32_t cp = 0;
             for (size_t k = 1; k <= n; ++k) {
               char h = s[j + k];
-              if (!std::isxdigit(uint8_t(h))) throw Error(strprintf("bad \\%c escape at offset %zu", e, base + j));
-              cp = cp * 16 + uint32_t(std::isdigit(uint8_t(h)) ? h - '0' : (std::tolower(h) - 'a' + 10));
+              if (!std::isxdigit(uint8_t(h)))
+                throw Error(strprintf("bad \\%c escape at offset %zu", e, base + j));
+              cp = cp * 16 +
+                   uint32_t(std::isdigit(uint8_t(h)) ? h - '0' : (std::tolower(h) - 'a' + 10));
             }
-            if (cp > 0x10FFFF) throw Error(strprintf("bad code point escape at offset %zu", base + j));
+            if (cp > 0x10FFFF)
+              throw Error(strprintf("bad code point escape at offset %zu", base + j));
             append_utf8(v, cp);
             j += n;
             break;
           }
-          default: v += '\\'; v += e;  // unknown escapes stay as written, as in Python
+          default:
+            v += '\\';
+            v += e;  // unknown escapes stay as written, as in Python
         }
       }
       t.kind = Tok::Str;
       t.text = std::move(v);
       i = j + 1;
     } else {
-      static const char* ops[] = {"**", "//", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%", "~", "<", ">",
-                                  "=", "(", ")", "[", "]", "{", "}", ",", ".", ":", "|"};
+      static const char* ops[] = {"**", "//", "==", "!=", "<=", ">=", "+", "-", "*",
+                                  "/",  "%",  "~",  "<",  ">",  "=",  "(", ")", "[",
+                                  "]",  "{",  "}",  ",",  ".",  ":",  "|"};
       bool found = false;
       for (const char* op : ops) {
         size_t n = std::strlen(op);

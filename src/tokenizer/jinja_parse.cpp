@@ -24,8 +24,12 @@ class ExprParser {
 
   const Tok& peek(size_t k = 0) const { return t_[std::min(p_ + k, t_.size() - 1)]; }
   bool at_end() const { return peek().kind == Tok::End; }
-  bool is_op(const char* op, size_t k = 0) const { return peek(k).kind == Tok::Op && peek(k).text == op; }
-  bool is_name(const char* n, size_t k = 0) const { return peek(k).kind == Tok::Name && peek(k).text == n; }
+  bool is_op(const char* op, size_t k = 0) const {
+    return peek(k).kind == Tok::Op && peek(k).text == op;
+  }
+  bool is_name(const char* n, size_t k = 0) const {
+    return peek(k).kind == Tok::Name && peek(k).text == n;
+  }
   Tok next() { return t_[std::min(p_++, t_.size() - 1)]; }
   [[noreturn]] void fail(const std::string& what) const {
     throw Error(strprintf("%s at offset %zu", what.c_str(), peek().pos));
@@ -132,8 +136,9 @@ class ExprParser {
     for (;;) {
       size_t pos = peek().pos;
       std::string op;
-      if (peek().kind == Tok::Op && (peek().text == "==" || peek().text == "!=" || peek().text == "<" ||
-                                     peek().text == "<=" || peek().text == ">" || peek().text == ">=")) {
+      if (peek().kind == Tok::Op &&
+          (peek().text == "==" || peek().text == "!=" || peek().text == "<" ||
+           peek().text == "<=" || peek().text == ">" || peek().text == ">=")) {
         op = next().text;
       } else if (is_name("in")) {
         next();
@@ -219,8 +224,10 @@ class ExprParser {
       if (is_op(".")) {
         size_t pos = next().pos;
         auto a = make(Expr::Kind::Attr, pos);
-        if (peek().kind == Tok::Int) a->name = std::to_string(next().i);  // x.0 is x[0]
-        else a->name = expect_name();
+        if (peek().kind == Tok::Int)
+          a->name = std::to_string(next().i);  // x.0 is x[0]
+        else
+          a->name = expect_name();
         a->args.push_back(std::move(e));
         e = std::move(a);
       } else if (is_op("[")) {
@@ -283,9 +290,11 @@ class ExprParser {
         t->args.push_back(std::move(e));
         if (is_op("(")) {
           call_args(t.get());
-        } else if (peek().kind == Tok::Str || peek().kind == Tok::Int || peek().kind == Tok::Float ||
-                   (peek().kind == Tok::Name && !is_name("and") && !is_name("or") && !is_name("else") &&
-                    !is_name("if") && !is_name("in") && !is_name("not") && !is_name("is"))) {
+        } else if (peek().kind == Tok::Str || peek().kind == Tok::Int ||
+                   peek().kind == Tok::Float ||
+                   (peek().kind == Tok::Name && !is_name("and") && !is_name("or") &&
+                    !is_name("else") && !is_name("if") && !is_name("in") && !is_name("not") &&
+                    !is_name("is"))) {
           t->args.push_back(parse_postfix(parse_primary()));  // "is divisibleby 3"
         }
         e = std::move(t);
@@ -313,9 +322,12 @@ class ExprParser {
     if (t.kind == Tok::Name) {
       std::string n = next().text;
       auto e = make(Expr::Kind::Literal, pos);
-      if (n == "true" || n == "True") e->value = Value::boolean(true);
-      else if (n == "false" || n == "False") e->value = Value::boolean(false);
-      else if (n == "none" || n == "None") e->value = Value::none();
+      if (n == "true" || n == "True")
+        e->value = Value::boolean(true);
+      else if (n == "false" || n == "False")
+        e->value = Value::boolean(false);
+      else if (n == "none" || n == "None")
+        e->value = Value::none();
       else {
         e->kind = Expr::Kind::Name;
         e->name = n;
@@ -433,7 +445,8 @@ class StmtParser {
       }
       body.push_back(parse_block(s));
     }
-    if (!stops.empty()) throw Error("missing {% " + stops.back() + " %} at the end of the template");
+    if (!stops.empty())
+      throw Error("missing {% " + stops.back() + " %} at the end of the template");
     --depth_;
     return body;
   }

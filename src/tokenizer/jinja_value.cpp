@@ -30,15 +30,20 @@ struct NestGuard {
 Value Value::from_json(const nlohmann::ordered_json& j) {
   NestGuard guard;
   switch (j.type()) {
-    case nlohmann::ordered_json::value_t::null: return none();
-    case nlohmann::ordered_json::value_t::boolean: return boolean(j.get<bool>());
-    case nlohmann::ordered_json::value_t::number_integer: return integer(j.get<int64_t>());
+    case nlohmann::ordered_json::value_t::null:
+      return none();
+    case nlohmann::ordered_json::value_t::boolean:
+      return boolean(j.get<bool>());
+    case nlohmann::ordered_json::value_t::number_integer:
+      return integer(j.get<int64_t>());
     case nlohmann::ordered_json::value_t::number_unsigned: {
       uint64_t u = j.get<uint64_t>();
       return u <= uint64_t(INT64_MAX) ? integer(int64_t(u)) : number(double(u));
     }
-    case nlohmann::ordered_json::value_t::number_float: return number(j.get<double>());
-    case nlohmann::ordered_json::value_t::string: return str(j.get<std::string>());
+    case nlohmann::ordered_json::value_t::number_float:
+      return number(j.get<double>());
+    case nlohmann::ordered_json::value_t::string:
+      return str(j.get<std::string>());
     case nlohmann::ordered_json::value_t::array: {
       List l;
       l.reserve(j.size());
@@ -47,24 +52,34 @@ Value Value::from_json(const nlohmann::ordered_json& j) {
     }
     case nlohmann::ordered_json::value_t::object: {
       Dict d;
-      for (auto it = j.begin(); it != j.end(); ++it) d.emplace_back(it.key(), from_json(it.value()));
+      for (auto it = j.begin(); it != j.end(); ++it)
+        d.emplace_back(it.key(), from_json(it.value()));
       return new_dict(std::move(d));
     }
-    default: return undefined();
+    default:
+      return undefined();
   }
 }
 
 bool Value::truthy() const {
   switch (kind) {
     case Kind::Undefined:
-    case Kind::None: return false;
-    case Kind::Bool: return b;
-    case Kind::Int: return i != 0;
-    case Kind::Float: return f != 0;
-    case Kind::Str: return !s.empty();
-    case Kind::List: return !list->empty();
-    case Kind::Dict: return !dict->empty();
-    case Kind::Func: return true;
+    case Kind::None:
+      return false;
+    case Kind::Bool:
+      return b;
+    case Kind::Int:
+      return i != 0;
+    case Kind::Float:
+      return f != 0;
+    case Kind::Str:
+      return !s.empty();
+    case Kind::List:
+      return !list->empty();
+    case Kind::Dict:
+      return !dict->empty();
+    case Kind::Func:
+      return true;
   }
   return false;
 }
@@ -92,23 +107,35 @@ int64_t Value::length() const {
       for (char c : s) n += (uint8_t(c) & 0xC0) != 0x80;
       return n;
     }
-    case Kind::List: return int64_t(list->size());
-    case Kind::Dict: return int64_t(dict->size());
-    default: throw Error(std::string("object of type '") + kind_name(*this) + "' has no len()");
+    case Kind::List:
+      return int64_t(list->size());
+    case Kind::Dict:
+      return int64_t(dict->size());
+    default:
+      throw Error(std::string("object of type '") + kind_name(*this) + "' has no len()");
   }
 }
 
 const char* kind_name(const Value& v) {
   switch (v.kind) {
-    case Value::Kind::Undefined: return "Undefined";
-    case Value::Kind::None: return "NoneType";
-    case Value::Kind::Bool: return "bool";
-    case Value::Kind::Int: return "int";
-    case Value::Kind::Float: return "float";
-    case Value::Kind::Str: return "str";
-    case Value::Kind::List: return "list";
-    case Value::Kind::Dict: return v.is_namespace ? "Namespace" : "dict";
-    case Value::Kind::Func: return "function";
+    case Value::Kind::Undefined:
+      return "Undefined";
+    case Value::Kind::None:
+      return "NoneType";
+    case Value::Kind::Bool:
+      return "bool";
+    case Value::Kind::Int:
+      return "int";
+    case Value::Kind::Float:
+      return "float";
+    case Value::Kind::Str:
+      return "str";
+    case Value::Kind::List:
+      return "list";
+    case Value::Kind::Dict:
+      return v.is_namespace ? "Namespace" : "dict";
+    case Value::Kind::Func:
+      return "function";
   }
   return "?";
 }
@@ -117,7 +144,8 @@ bool equal(const Value& a, const Value& b) {
   NestGuard guard;
   if (a.is_number() && b.is_number()) {
     if (a.kind != Value::Kind::Float && b.kind != Value::Kind::Float) {
-      int64_t x = a.kind == Value::Kind::Bool ? a.b : a.i, y = b.kind == Value::Kind::Bool ? b.b : b.i;
+      int64_t x = a.kind == Value::Kind::Bool ? a.b : a.i,
+              y = b.kind == Value::Kind::Bool ? b.b : b.i;
       return x == y;
     }
     return a.as_double() == b.as_double();
@@ -125,9 +153,11 @@ bool equal(const Value& a, const Value& b) {
   if (a.kind != b.kind) return false;
   switch (a.kind) {
     case Value::Kind::Undefined:
-    case Value::Kind::None: return true;
+    case Value::Kind::None:
+      return true;
     case Value::Kind::Str:
-    case Value::Kind::Func: return a.s == b.s;
+    case Value::Kind::Func:
+      return a.s == b.s;
     case Value::Kind::List:
       if (a.list->size() != b.list->size()) return false;
       for (size_t k = 0; k < a.list->size(); ++k)
@@ -140,7 +170,8 @@ bool equal(const Value& a, const Value& b) {
         if (!o || !equal(v, *o)) return false;
       }
       return true;
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -156,7 +187,8 @@ bool less(const Value& a, const Value& b) {
     }
     return a.list->size() < b.list->size();
   }
-  throw Error(std::string("'<' not supported between '") + kind_name(a) + "' and '" + kind_name(b) + "'");
+  throw Error(std::string("'<' not supported between '") + kind_name(a) + "' and '" + kind_name(b) +
+              "'");
 }
 
 std::string python_float_repr(double x) {
@@ -204,15 +236,20 @@ static std::string py_quote(const std::string& s) {
   char q = (sq && !dq) ? '"' : '\'';
   std::string out(1, q);
   for (unsigned char c : s) {
-    if (c == q || c == '\\') out += '\\', out += char(c);
-    else if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else if (c == '\t') out += "\\t";
+    if (c == q || c == '\\')
+      out += '\\', out += char(c);
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '\r')
+      out += "\\r";
+    else if (c == '\t')
+      out += "\\t";
     else if (c < 0x20 || c == 0x7F) {
       char b[8];
       std::snprintf(b, sizeof b, "\\x%02x", c);
       out += b;
-    } else out += char(c);
+    } else
+      out += char(c);
   }
   return out + q;
 }
@@ -220,7 +257,8 @@ static std::string py_quote(const std::string& s) {
 std::string repr(const Value& v) {
   NestGuard guard;
   switch (v.kind) {
-    case Value::Kind::Str: return py_quote(v.s);
+    case Value::Kind::Str:
+      return py_quote(v.s);
     case Value::Kind::List: {
       std::string out = v.is_tuple ? "(" : "[";
       for (size_t k = 0; k < v.list->size(); ++k) out += (k ? ", " : "") + repr((*v.list)[k]);
@@ -236,20 +274,29 @@ std::string repr(const Value& v) {
       }
       return out + "}";
     }
-    default: return to_str(v);
+    default:
+      return to_str(v);
   }
 }
 
 std::string to_str(const Value& v) {
   switch (v.kind) {
-    case Value::Kind::Undefined: return "";
-    case Value::Kind::None: return "None";
-    case Value::Kind::Bool: return v.b ? "True" : "False";
-    case Value::Kind::Int: return std::to_string(v.i);
-    case Value::Kind::Float: return python_float_repr(v.f);
-    case Value::Kind::Str: return v.s;
-    case Value::Kind::Func: return "<function " + v.s + ">";
-    default: return repr(v);
+    case Value::Kind::Undefined:
+      return "";
+    case Value::Kind::None:
+      return "None";
+    case Value::Kind::Bool:
+      return v.b ? "True" : "False";
+    case Value::Kind::Int:
+      return std::to_string(v.i);
+    case Value::Kind::Float:
+      return python_float_repr(v.f);
+    case Value::Kind::Str:
+      return v.s;
+    case Value::Kind::Func:
+      return "<function " + v.s + ">";
+    default:
+      return repr(v);
   }
 }
 
@@ -257,13 +304,27 @@ static void json_string(std::string& out, const std::string& s) {
   out += '"';
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (c < 0x20) {
           char b[8];
@@ -285,18 +346,32 @@ static void json_dump(std::string& out, const Value& v, int indent, int depth) {
   };
   switch (v.kind) {
     case Value::Kind::Undefined:
-    case Value::Kind::None: out += "null"; return;
-    case Value::Kind::Bool: out += v.b ? "true" : "false"; return;
-    case Value::Kind::Int: out += std::to_string(v.i); return;
+    case Value::Kind::None:
+      out += "null";
+      return;
+    case Value::Kind::Bool:
+      out += v.b ? "true" : "false";
+      return;
+    case Value::Kind::Int:
+      out += std::to_string(v.i);
+      return;
     case Value::Kind::Float:
-      if (std::isnan(v.f)) out += "NaN";
-      else if (std::isinf(v.f)) out += v.f > 0 ? "Infinity" : "-Infinity";
-      else out += python_float_repr(v.f);
+      if (std::isnan(v.f))
+        out += "NaN";
+      else if (std::isinf(v.f))
+        out += v.f > 0 ? "Infinity" : "-Infinity";
+      else
+        out += python_float_repr(v.f);
       return;
     case Value::Kind::Str:
-    case Value::Kind::Func: json_string(out, v.s); return;
+    case Value::Kind::Func:
+      json_string(out, v.s);
+      return;
     case Value::Kind::List: {
-      if (v.list->empty()) { out += "[]"; return; }
+      if (v.list->empty()) {
+        out += "[]";
+        return;
+      }
       out += '[';
       for (size_t k = 0; k < v.list->size(); ++k) {
         if (k) out += indent >= 0 ? "," : ", ";
@@ -308,7 +383,10 @@ static void json_dump(std::string& out, const Value& v, int indent, int depth) {
       return;
     }
     case Value::Kind::Dict: {
-      if (v.dict->empty()) { out += "{}"; return; }
+      if (v.dict->empty()) {
+        out += "{}";
+        return;
+      }
       out += '{';
       bool first = true;
       for (const auto& [k, x] : *v.dict) {

@@ -8,13 +8,16 @@
 namespace ll3 {
 
 const char* const kLlama3SplitRegex =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 // The same regex with \s spelled out as the Unicode White_Space property, which is what the
 // reference engines (Oniguruma in HF tokenizers, llama.cpp's tables) use. PCRE2's \s also
 // matches U+180E (MONGOLIAN VOWEL SEPARATOR, no longer a space since Unicode 6.3).
-#define LL3_WS "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+#define LL3_WS           \
+  "\\t\\n\\x{0B}\\f\\r " \
+  "\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
 static const char* const kPattern =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^" LL3_WS
     "\\p{L}\\p{N}]+[\\r\\n]*|[" LL3_WS "]*[\\r\\n]+|[" LL3_WS "]+(?![^" LL3_WS "])|[" LL3_WS "]+";
@@ -24,8 +27,9 @@ Result<std::unique_ptr<PreTokenizer>> PreTokenizer::create() {
   std::unique_ptr<PreTokenizer> p(new PreTokenizer());
   int err = 0;
   PCRE2_SIZE err_off = 0;
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kPattern), PCRE2_ZERO_TERMINATED,
-                                   PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK, &err, &err_off, nullptr);
+  pcre2_code* code =
+      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kPattern), PCRE2_ZERO_TERMINATED,
+                    PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK, &err, &err_off, nullptr);
   if (!code) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof msg);
@@ -117,10 +121,12 @@ void sanitize_utf8(std::string_view s, std::string& out, std::string& regex_safe
     } else if ((c & 0xE0) == 0xC0) {
       if (cont(1)) cp = ((c & 0x1F) << 6) | (p[i + 1] & 0x3F), len = 2;
     } else if ((c & 0xF0) == 0xE0) {
-      if (cont(1) && cont(2)) cp = ((c & 0x0F) << 12) | ((p[i + 1] & 0x3F) << 6) | (p[i + 2] & 0x3F), len = 3;
+      if (cont(1) && cont(2))
+        cp = ((c & 0x0F) << 12) | ((p[i + 1] & 0x3F) << 6) | (p[i + 2] & 0x3F), len = 3;
     } else if ((c & 0xF8) == 0xF0) {
       if (cont(1) && cont(2) && cont(3)) {
-        cp = ((c & 0x07) << 18) | ((p[i + 1] & 0x3F) << 12) | ((p[i + 2] & 0x3F) << 6) | (p[i + 3] & 0x3F);
+        cp = ((c & 0x07) << 18) | ((p[i + 1] & 0x3F) << 12) | ((p[i + 2] & 0x3F) << 6) |
+             (p[i + 3] & 0x3F);
         len = 4;
         if (cp > 0x10FFFF) cp = 0xFFFD;  // llama.cpp throws here; a replacement is the sane reading
       }

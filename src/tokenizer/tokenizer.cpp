@@ -9,7 +9,9 @@
 
 namespace ll3 {
 
-static inline uint64_t pair_key(int32_t a, int32_t b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
+static inline uint64_t pair_key(int32_t a, int32_t b) {
+  return (uint64_t(uint32_t(a)) << 32) | uint32_t(b);
+}
 
 static inline uint64_t mix(uint64_t x) {  // splitmix64 finalizer
   x ^= x >> 30;
@@ -35,7 +37,8 @@ Status Tokenizer::init() {
     return Status::errorf("tokenizer: %zu token types for %zu tokens", v.token_types.size(), n);
   }
   auto check_id = [&](int32_t id, const char* what) -> Status {
-    if (id < -1 || id >= int32_t(n)) return Status::errorf("tokenizer: %s id %d out of range [0, %zu)", what, id, n);
+    if (id < -1 || id >= int32_t(n))
+      return Status::errorf("tokenizer: %s id %d out of range [0, %zu)", what, id, n);
     return ok_status();
   };
   LL3_RETURN_IF_ERROR(check_id(v.bos_id, "bos"));
@@ -72,7 +75,8 @@ Status Tokenizer::init() {
   for (size_t r = 0; r < v.merges.size(); ++r) {
     const std::string& m = v.merges[r];
     size_t sp = m.find(' ', 1);
-    if (sp == std::string::npos) return Status::errorf("tokenizer: merge %zu ('%s') has no space", r, m.c_str());
+    if (sp == std::string::npos)
+      return Status::errorf("tokenizer: merge %zu ('%s') has no space", r, m.c_str());
     std::string_view a(m.data(), sp), b(m.data() + sp + 1, m.size() - sp - 1);
     auto ia = text_to_id_.find(a), ib = text_to_id_.find(b);
     joined.assign(a);
@@ -105,11 +109,14 @@ Status Tokenizer::init() {
         size_t start = k;
         int32_t cp = utf8_next(t, k);
         int byte = cp >= 0 ? codepoint_to_byte(uint32_t(cp)) : -1;
-        if (byte >= 0) pieces_.push_back(char(byte));
-        else pieces_.append(t, start, k - start);  // not byte-level text: keep it as it is
+        if (byte >= 0)
+          pieces_.push_back(char(byte));
+        else
+          pieces_.append(t, start, k - start);  // not byte-level text: keep it as it is
       }
     }
-    if (pieces_.size() >= (1ull << 32)) return Status::error("tokenizer: vocabulary text too large");
+    if (pieces_.size() >= (1ull << 32))
+      return Status::error("tokenizer: vocabulary text too large");
   }
   piece_off_[n] = uint32_t(pieces_.size());
 
@@ -121,8 +128,9 @@ Status Tokenizer::init() {
     special_first_[first] = true;
   }
   for (auto& list : specials_by_first_) {
-    std::stable_sort(list.begin(), list.end(),
-                     [](const Special& a, const Special& b) { return a.text.size() > b.text.size(); });
+    std::stable_sort(list.begin(), list.end(), [](const Special& a, const Special& b) {
+      return a.text.size() > b.text.size();
+    });
   }
   return ok_status();
 }
@@ -154,7 +162,8 @@ std::pair<int32_t, int32_t> Tokenizer::find_merge(int32_t left, int32_t right) c
   }
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool parse_special) const {
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
+                                       bool parse_special) const {
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 2);
   encode_into(text, add_bos, parse_special, out);
@@ -173,7 +182,8 @@ void Tokenizer::encode_into(std::string_view text, bool add_bos, bool parse_spec
     if (!special_first_[c]) continue;
     for (const Special& s : specials_by_first_[c]) {
       if (!parse_special && s.control) continue;
-      if (s.text.size() <= n - i && std::memcmp(text.data() + i, s.text.data(), s.text.size()) == 0) {
+      if (s.text.size() <= n - i &&
+          std::memcmp(text.data() + i, s.text.data(), s.text.size()) == 0) {
         if (i > frag) encode_fragment(text.substr(frag, i - frag), out);
         out.push_back(s.id);
         i += s.text.size() - 1;
@@ -265,7 +275,8 @@ void Tokenizer::bpe(std::string_view word, std::vector<int32_t>& out) const {
   sym.clear();
   heap.clear();
   const int32_t n = int32_t(word.size());
-  for (int32_t i = 0; i < n; ++i) sym.push_back({byte_id_[uint8_t(word[i])], i - 1, i + 1 < n ? i + 1 : -1});
+  for (int32_t i = 0; i < n; ++i)
+    sym.push_back({byte_id_[uint8_t(word[i])], i - 1, i + 1 < n ? i + 1 : -1});
   auto worse = [](const Cand& a, const Cand& b) {
     return a.rank != b.rank ? a.rank > b.rank : a.left > b.left;
   };

@@ -25,10 +25,11 @@ class Tokenizer {
   // tokens are always recognised (as llama.cpp does). Thread-safe.
   std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const;
   // Appends to `out` instead (no allocation once `out` has capacity and words are cached).
-  void encode_into(std::string_view text, bool add_bos, bool parse_special, std::vector<int32_t>& out) const;
+  void encode_into(std::string_view text, bool add_bos, bool parse_special,
+                   std::vector<int32_t>& out) const;
 
   std::string decode(const std::vector<int32_t>& ids) const;  // bytes; special tokens as their text
-  std::string_view piece(int32_t id) const;                   // the raw bytes of one token ("" if out of range)
+  std::string_view piece(int32_t id) const;  // the raw bytes of one token ("" if out of range)
 
   int32_t n_vocab() const { return int32_t(vocab_.tokens.size()); }
   int32_t bos_id() const { return vocab_.bos_id; }
@@ -59,7 +60,7 @@ class Tokenizer {
   TokenizerVocab vocab_;
   std::unique_ptr<PreTokenizer> pre_;
   std::unordered_map<std::string_view, int32_t> text_to_id_;  // views into vocab_.tokens
-  int32_t byte_id_[256] = {};                                  // token of each single byte
+  int32_t byte_id_[256] = {};                                 // token of each single byte
 
   // Merge table: open addressing on (left << 32 | right).
   struct MergeSlot {

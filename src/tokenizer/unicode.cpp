@@ -65,11 +65,16 @@ void append_utf8(std::string& out, uint32_t cp) {
 // depends on the lead byte (this is what rules out overlongs, surrogates and > U+10FFFF).
 static inline bool second_byte_ok(uint8_t lead, uint8_t b) {
   switch (lead) {
-    case 0xE0: return b >= 0xA0 && b <= 0xBF;
-    case 0xED: return b >= 0x80 && b <= 0x9F;
-    case 0xF0: return b >= 0x90 && b <= 0xBF;
-    case 0xF4: return b >= 0x80 && b <= 0x8F;
-    default: return b >= 0x80 && b <= 0xBF;
+    case 0xE0:
+      return b >= 0xA0 && b <= 0xBF;
+    case 0xED:
+      return b >= 0x80 && b <= 0x9F;
+    case 0xF0:
+      return b >= 0x90 && b <= 0xBF;
+    case 0xF4:
+      return b >= 0x80 && b <= 0x8F;
+    default:
+      return b >= 0x80 && b <= 0xBF;
   }
 }
 
@@ -135,10 +140,14 @@ int32_t utf8_next(std::string_view s, size_t& i) {
   const auto* p = reinterpret_cast<const uint8_t*>(s.data()) + i;
   i += len;
   switch (len) {
-    case 1: return p[0];
-    case 2: return ((p[0] & 0x1F) << 6) | (p[1] & 0x3F);
-    case 3: return ((p[0] & 0x0F) << 12) | ((p[1] & 0x3F) << 6) | (p[2] & 0x3F);
-    default: return ((p[0] & 0x07) << 18) | ((p[1] & 0x3F) << 12) | ((p[2] & 0x3F) << 6) | (p[3] & 0x3F);
+    case 1:
+      return p[0];
+    case 2:
+      return ((p[0] & 0x1F) << 6) | (p[1] & 0x3F);
+    case 3:
+      return ((p[0] & 0x0F) << 12) | ((p[1] & 0x3F) << 6) | (p[2] & 0x3F);
+    default:
+      return ((p[0] & 0x07) << 18) | ((p[1] & 0x3F) << 12) | ((p[2] & 0x3F) << 6) | (p[3] & 0x3F);
   }
 }
 

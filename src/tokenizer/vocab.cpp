@@ -3,10 +3,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <unordered_map>
-
-#include <nlohmann/json.hpp>
 
 #include "io/gguf.h"
 
@@ -47,7 +46,9 @@ void finalize_eog_ids(TokenizerVocab& v) {
 
 Result<TokenizerVocab> load_vocab_from_gguf(const GgufFile& f) {
   TokenizerVocab v;
-  auto where = [&](const std::string& m) { return Status::error("tokenizer: " + f.origin() + ": " + m); };
+  auto where = [&](const std::string& m) {
+    return Status::error("tokenizer: " + f.origin() + ": " + m);
+  };
   auto model = f.get_string("tokenizer.ggml.model");
   if (!model) return where("missing tokenizer.ggml.model");
   if (*model != "gpt2") {
@@ -115,7 +116,8 @@ Result<TokenizerVocab> load_vocab_from_gguf(const GgufFile& f) {
 // A token given in tokenizer_config.json: a string or {"content": "..."}.
 static std::string config_token(const json& j) {
   if (j.is_string()) return j.get<std::string>();
-  if (j.is_object() && j.contains("content") && j["content"].is_string()) return j["content"].get<std::string>();
+  if (j.is_object() && j.contains("content") && j["content"].is_string())
+    return j["content"].get<std::string>();
   return "";
 }
 
@@ -124,10 +126,12 @@ Result<TokenizerVocab> load_vocab_from_hf_json(std::string_view tokenizer_json,
   auto err = [](const std::string& m) { return Status::error("tokenizer.json: " + m); };
   json tj = json::parse(tokenizer_json, nullptr, /*allow_exceptions=*/false);
   if (tj.is_discarded()) return err("not valid JSON");
-  if (!tj.is_object() || !tj.contains("model") || !tj["model"].is_object()) return err("no \"model\" object");
+  if (!tj.is_object() || !tj.contains("model") || !tj["model"].is_object())
+    return err("no \"model\" object");
   const json& model = tj["model"];
   if (!model.contains("type") || model["type"] != "BPE") return err("model.type is not \"BPE\"");
-  if (!model.contains("vocab") || !model["vocab"].is_object()) return err("model.vocab is not an object");
+  if (!model.contains("vocab") || !model["vocab"].is_object())
+    return err("model.vocab is not an object");
 
   TokenizerVocab v;
   // Ids may come in any order and leave holes; size the table by the largest id.
@@ -135,7 +139,8 @@ Result<TokenizerVocab> load_vocab_from_hf_json(std::string_view tokenizer_json,
   auto check_id = [&](const json& id, const std::string& what) -> Result<int64_t> {
     if (!id.is_number_integer()) return err(what + ": id is not an integer");
     int64_t x = id.get<int64_t>();
-    if (x < 0 || x >= (1 << 24)) return err(strprintf("%s: id %lld out of range", what.c_str(), (long long)x));
+    if (x < 0 || x >= (1 << 24))
+      return err(strprintf("%s: id %lld out of range", what.c_str(), (long long)x));
     return x;
   };
   for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it) {
@@ -144,9 +149,12 @@ Result<TokenizerVocab> load_vocab_from_hf_json(std::string_view tokenizer_json,
     max_id = std::max(max_id, *id);
   }
   const json empty_array = json::array();
-  const json& added = tj.contains("added_tokens") && tj["added_tokens"].is_array() ? tj["added_tokens"] : empty_array;
+  const json& added = tj.contains("added_tokens") && tj["added_tokens"].is_array()
+                          ? tj["added_tokens"]
+                          : empty_array;
   for (const auto& a : added) {
-    if (!a.is_object() || !a.contains("id") || !a.contains("content") || !a["content"].is_string()) {
+    if (!a.is_object() || !a.contains("id") || !a.contains("content") ||
+        !a["content"].is_string()) {
       return err("added_tokens entry without id/content");
     }
     auto id = check_id(a["id"], "added_tokens");
@@ -157,7 +165,8 @@ Result<TokenizerVocab> load_vocab_from_hf_json(std::string_view tokenizer_json,
   // Holes are allowed (converters pad them), but not a table mostly made of them.
   size_t n_entries = model["vocab"].size() + added.size();
   if (size_t(max_id) > 2 * n_entries + 65536) {
-    return err(strprintf("token ids up to %lld for %zu tokens: too sparse", (long long)max_id, n_entries));
+    return err(
+        strprintf("token ids up to %lld for %zu tokens: too sparse", (long long)max_id, n_entries));
   }
   v.tokens.assign(size_t(max_id + 1), std::string());
   v.token_types.assign(size_t(max_id + 1), kTokenUndefined);
@@ -187,7 +196,8 @@ Result<TokenizerVocab> load_vocab_from_hf_json(std::string_view tokenizer_json,
       if (e.is_string()) {
         v.merges.push_back(e.get<std::string>());
       } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
-        v.merges.push_back(e[0].get<std::string>() + " " + e[1].get<std::string>());  // newer format
+        v.merges.push_back(e[0].get<std::string>() + " " +
+                           e[1].get<std::string>());  // newer format
       } else {
         return err(strprintf("model.merges[%zu] is neither \"a b\" nor [a, b]", v.merges.size()));
       }
@@ -214,7 +224,8 @@ Result<TokenizerVocab> load_vocab_from_hf_json(std::string_view tokenizer_json,
   }
   if (!config_json.empty()) {
     json cj = json::parse(config_json, nullptr, false);
-    if (cj.is_discarded() || !cj.is_object()) return Status::error("tokenizer_config.json: not a JSON object");
+    if (cj.is_discarded() || !cj.is_object())
+      return Status::error("tokenizer_config.json: not a JSON object");
     if (cj.contains("bos_token")) {
       int32_t id = id_of(config_token(cj["bos_token"]));
       if (id >= 0) v.bos_id = id;
@@ -223,7 +234,8 @@ Result<TokenizerVocab> load_vocab_from_hf_json(std::string_view tokenizer_json,
       int32_t id = id_of(config_token(cj["eos_token"]));
       if (id >= 0) v.eos_id = id;
     }
-    if (cj.contains("add_bos_token") && cj["add_bos_token"].is_boolean()) v.add_bos = cj["add_bos_token"].get<bool>();
+    if (cj.contains("add_bos_token") && cj["add_bos_token"].is_boolean())
+      v.add_bos = cj["add_bos_token"].get<bool>();
     if (cj.contains("chat_template")) {
       const json& ct = cj["chat_template"];
       if (ct.is_string()) {

@@ -30,9 +30,9 @@ struct TokenizerVocab {
   std::vector<int32_t> token_types;  // id -> TokenType
   std::vector<std::string> merges;   // rank order, "left right"
   int32_t bos_id = -1, eos_id = -1, eot_id = -1;
-  std::vector<int32_t> eog_ids;      // every end-of-generation id (eos, eot, eom, <|end_of_text|>)
+  std::vector<int32_t> eog_ids;  // every end-of-generation id (eos, eot, eom, <|end_of_text|>)
   bool add_bos = true;
-  std::string chat_template;         // may be empty
+  std::string chat_template;  // may be empty
   std::string pre = "llama-bpe";
 };
 

@@ -1,6 +1,8 @@
 // Chat templates against Python's jinja2 (tests/fixtures/tokenizer/chat_cases.jsonl, made by
 // scripts/tokenizer-fixtures/gen_chat.py with transformers' settings): the published Llama 3,
 // 3.1 and 3.2 templates on many conversations, and small templates for each language feature.
+#include "tokenizer/chat_template.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -8,7 +10,6 @@
 #include <fstream>
 
 #include "test_support.h"
-#include "tokenizer/chat_template.h"
 #include "tokenizer/jinja.h"
 #include "tokenizer_shared.h"
 
@@ -58,7 +59,9 @@ TEST_F(ChatTemplateTest, MatchesJinja2ByteForByte) {
     }
     if (*out != c["output"].get<std::string>()) {
       ++failures;
-      ADD_FAILURE() << name << "\n--- want\n" << c["output"].get<std::string>() << "\n--- got\n" << *out;
+      ADD_FAILURE() << name << "\n--- want\n"
+                    << c["output"].get<std::string>() << "\n--- got\n"
+                    << *out;
     }
   }
   EXPECT_EQ(failures, 0);
@@ -74,8 +77,10 @@ TEST_F(ChatTemplateTest, RenderChatUsesTheTemplate) {
   ASSERT_TRUE(out.ok());
   EXPECT_TRUE(warning.empty());
   EXPECT_EQ(*out,
-            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December "
-            "2023\nToday Date: 01 Feb 2025\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi!"
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge "
+            "Date: December "
+            "2023\nToday Date: 01 Feb 2025\n\nBe "
+            "brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi!"
             "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
   opt.add_generation_prompt = false;
   out = render_chat(tmpl, {{"user", "x", ""}}, opt, &warning);
@@ -97,8 +102,11 @@ TEST_F(ChatTemplateTest, ToolCallsThroughChatMessages) {
   auto out = render_chat(tmpl, msgs, opt, &warning);
   ASSERT_TRUE(out.ok()) << out.message();
   EXPECT_TRUE(warning.empty()) << warning;
-  EXPECT_NE(out->find("{\"name\": \"f\", \"parameters\": {\"b\": 2, \"a\": 1}}<|eot_id|>"), std::string::npos) << *out;
-  EXPECT_NE(out->find("<|start_header_id|>ipython<|end_header_id|>\n\n\"ok\"<|eot_id|>"), std::string::npos);
+  EXPECT_NE(out->find("{\"name\": \"f\", \"parameters\": {\"b\": 2, \"a\": 1}}<|eot_id|>"),
+            std::string::npos)
+      << *out;
+  EXPECT_NE(out->find("<|start_header_id|>ipython<|end_header_id|>\n\n\"ok\"<|eot_id|>"),
+            std::string::npos);
   EXPECT_NE(out->find("    \"type\": \"function\",\n"), std::string::npos);
   // Bad option JSON is an error, not a fallback.
   opt.tools_json = "[not json";
@@ -109,10 +117,12 @@ TEST_F(ChatTemplateTest, FallsBackToLlama3WithAWarning) {
   std::vector<ChatMessage> msgs = {{"system", " sys ", ""}, {"user", "hello", ""}};
   ChatTemplateOptions opt;
   std::string want =
-      "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nsys<|eot_id|><|start_header_id|>user"
+      "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nsys<|eot_id|><|start_header_"
+      "id|>user"
       "<|end_header_id|>\n\nhello<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
-  for (const char* bad : {"", "{% macro m() %}x{% endmacro %}", "{{ unclosed", "{{ raise_exception('no') }}",
-                          "{% for x in %}", "{{ 1 + 'a' }}", "{% if %}", "{{ x.y.z }}", "{% endfor %}"}) {
+  for (const char* bad :
+       {"", "{% macro m() %}x{% endmacro %}", "{{ unclosed", "{{ raise_exception('no') }}",
+        "{% for x in %}", "{{ 1 + 'a' }}", "{% if %}", "{{ x.y.z }}", "{% endfor %}"}) {
     std::string warning;
     auto out = render_chat(bad, msgs, opt, &warning);
     ASSERT_TRUE(out.ok()) << bad;
@@ -130,9 +140,9 @@ TEST_F(ChatTemplateTest, HostileTemplatesAreBounded) {
   limits.max_steps = 100000;
   limits.max_output_bytes = 1 << 20;
   ojson ctx = ojson::object();
-  for (const char* src : {"{% for i in range(1000000) %}{% for j in range(1000000) %}x{% endfor %}{% endfor %}",
-                          "{% for i in range(100000) %}{{ 'x' * 100000 }}{% endfor %}",
-                          "{{ 'ab' * 100000000 }}"}) {
+  for (const char* src :
+       {"{% for i in range(1000000) %}{% for j in range(1000000) %}x{% endfor %}{% endfor %}",
+        "{% for i in range(100000) %}{{ 'x' * 100000 }}{% endfor %}", "{{ 'ab' * 100000000 }}"}) {
     auto t = jinja::parse(src);
     ASSERT_TRUE(t.ok()) << src;
     EXPECT_FALSE(jinja::render(**t, ctx, 0, limits).ok()) << src;
@@ -149,9 +159,11 @@ TEST_F(ChatTemplateTest, RenderedPromptTokenizesLikeTheGoldenChatPrompt) {
   LL3_REQUIRE_SHARED();
   const Tokenizer* tok = test::gguf_tokenizer();
   ASSERT_NE(tok, nullptr);
-  auto p2 = ojson::parse(test::read_file(test::shared_dir() + "/models/golden/tiny-llama3-f32/P2.json"));
+  auto p2 =
+      ojson::parse(test::read_file(test::shared_dir() + "/models/golden/tiny-llama3-f32/P2.json"));
   auto out = render_chat(tok->vocab().chat_template,
-                         {{"system", "You are a helpful assistant.", ""}, {"user", "Write a haiku about the sea.", ""}},
+                         {{"system", "You are a helpful assistant.", ""},
+                          {"user", "Write a haiku about the sea.", ""}},
                          ChatTemplateOptions{});
   ASSERT_TRUE(out.ok());
   EXPECT_EQ(*out, p2["text"].get<std::string>());

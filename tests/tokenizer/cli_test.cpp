@@ -29,8 +29,10 @@ class CliTest : public ::testing::Test {
 };
 
 TEST_F(CliTest, TokenizeIdsMatchTheGoldenPrompt) {
-  auto p1 = nlohmann::json::parse(test::read_file(test::shared_dir() + "/models/golden/tiny-llama3-f32/P1.json"));
-  auto r = run_command(bin_ + " tokenize -m " + q(gguf_) + " --ids --add-bos --text " + q(p1["text"].get<std::string>()));
+  auto p1 = nlohmann::json::parse(
+      test::read_file(test::shared_dir() + "/models/golden/tiny-llama3-f32/P1.json"));
+  auto r = run_command(bin_ + " tokenize -m " + q(gguf_) + " --ids --add-bos --text " +
+                       q(p1["text"].get<std::string>()));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(nlohmann::json::parse(r.output), p1["tokens"]);
   // Per-token listing: id TAB JSON piece.
@@ -47,7 +49,8 @@ TEST_F(CliTest, TokenizeIdsMatchTheGoldenPrompt) {
 TEST_F(CliTest, JsonlBatchKeepsOrder) {
   const Tokenizer* tok = test::gguf_tokenizer();
   ASSERT_NE(tok, nullptr);
-  std::vector<std::string> texts = {"first line", "", "日本語 and emoji 😀\n\ttab", "x<|eot_id|>y", "  spaces  "};
+  std::vector<std::string> texts = {"first line", "", "日本語 and emoji 😀\n\ttab", "x<|eot_id|>y",
+                                    "  spaces  "};
   std::string in_path = test::temp_dir() + "/in.jsonl";
   std::string data;
   for (const auto& t : texts) data += nlohmann::json{{"text", t}}.dump() + "\n";
@@ -79,7 +82,8 @@ TEST_F(CliTest, DetokenizeAndStream) {
   test::write_file(in_path, "{\"ids\": [9906, 1917]}\n{\"ids\": [128000, 9468, 239]}\n");
   r = run_command(bin_ + " detokenize -m " + q(gguf_) + " --jsonl " + q(in_path));
   ASSERT_EQ(r.exit_code, 0);
-  EXPECT_EQ(r.output, "{\"text\": \"Hello world\"}\n{\"text\": \"<|begin_of_text|>\xEF\xBF\xBD\"}\n");
+  EXPECT_EQ(r.output,
+            "{\"text\": \"Hello world\"}\n{\"text\": \"<|begin_of_text|>\xEF\xBF\xBD\"}\n");
   r = run_command(bin_ + " detokenize -m " + q(gguf_) + " --stream --ids 9468,239,101,0");
   EXPECT_EQ(r.output, "\"\xF0\x9F\x91\xA8\"\n\"!\"\n");  // 👨 once its 4th byte arrives
   r = run_command(bin_ + " detokenize -m " + q(gguf_) + " --ids 999999", true);
@@ -87,7 +91,8 @@ TEST_F(CliTest, DetokenizeAndStream) {
 }
 
 TEST_F(CliTest, TemplateRendersTheModelsTemplate) {
-  auto p2 = nlohmann::json::parse(test::read_file(test::shared_dir() + "/models/golden/tiny-llama3-f32/P2.json"));
+  auto p2 = nlohmann::json::parse(
+      test::read_file(test::shared_dir() + "/models/golden/tiny-llama3-f32/P2.json"));
   std::string path = test::temp_dir() + "/chat.json";
   test::write_file(path, R"([{"role": "system", "content": "You are a helpful assistant."},
                             {"role": "user", "content": "Write a haiku about the sea."}])");
@@ -98,15 +103,17 @@ TEST_F(CliTest, TemplateRendersTheModelsTemplate) {
   EXPECT_EQ(nlohmann::json::parse(r.output), p2["tokens"]);
   // The 3.1 template from a file, with the date and without the generation prompt.
   std::string tmpl = test::source_dir() + "/tests/fixtures/tokenizer/chat_templates/llama31.jinja";
-  r = run_command(bin_ + " template --tokenizer " + q(hf_) + " --messages " + q(path) + " --template " + q(tmpl) +
-                  " --date '02 Jan 2025' --no-generation-prompt");
+  r = run_command(bin_ + " template --tokenizer " + q(hf_) + " --messages " + q(path) +
+                  " --template " + q(tmpl) + " --date '02 Jan 2025' --no-generation-prompt");
   ASSERT_EQ(r.exit_code, 0);
-  EXPECT_NE(r.output.find("Today Date: 02 Jan 2025\n\nYou are a helpful assistant.<|eot_id|>"), std::string::npos);
+  EXPECT_NE(r.output.find("Today Date: 02 Jan 2025\n\nYou are a helpful assistant.<|eot_id|>"),
+            std::string::npos);
   EXPECT_EQ(r.output.substr(r.output.size() - 10), "<|eot_id|>");
   // A broken template falls back with a warning on stderr.
   std::string bad = test::temp_dir() + "/bad.jinja";
   test::write_file(bad, "{% for %}");
-  r = run_command(bin_ + " template -m " + q(gguf_) + " --messages " + q(path) + " --template " + q(bad), true);
+  r = run_command(
+      bin_ + " template -m " + q(gguf_) + " --messages " + q(path) + " --template " + q(bad), true);
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.output.find("warning"), std::string::npos);
   EXPECT_NE(r.output.find(p2["text"].get<std::string>()), std::string::npos);
@@ -114,9 +121,10 @@ TEST_F(CliTest, TemplateRendersTheModelsTemplate) {
 
 TEST_F(CliTest, UsageErrors) {
   EXPECT_EQ(run_command(bin_ + " tokenize -m " + q(gguf_), true).exit_code, 2);  // no input
-  EXPECT_EQ(run_command(bin_ + " tokenize --text x", true).exit_code, 2);          // no model
+  EXPECT_EQ(run_command(bin_ + " tokenize --text x", true).exit_code, 2);        // no model
   EXPECT_EQ(run_command(bin_ + " tokenize -m a --tokenizer b --text x", true).exit_code, 2);
-  EXPECT_EQ(run_command(bin_ + " tokenize -m " + q(gguf_) + " --text x --bogus", true).exit_code, 2);
+  EXPECT_EQ(run_command(bin_ + " tokenize -m " + q(gguf_) + " --text x --bogus", true).exit_code,
+            2);
   EXPECT_EQ(run_command(bin_ + " tokenize -m /nonexistent.gguf --text x", true).exit_code, 1);
   EXPECT_EQ(run_command(bin_ + " template -m " + q(gguf_), true).exit_code, 2);
   EXPECT_EQ(run_command(bin_ + " detokenize -m " + q(gguf_) + " --ids x1", true).exit_code, 2);

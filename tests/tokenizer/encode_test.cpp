@@ -3,9 +3,9 @@
 // tokenization of the golden prompts. Both loaders (tokenizer.json and GGUF metadata) are checked.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
-#include <atomic>
 #include <random>
 #include <thread>
 
@@ -28,9 +28,9 @@ class EncodeTest : public ::testing::TestWithParam<const char*> {
   }
 };
 
-#define REQUIRE_TOKENIZER()                   \
-  LL3_REQUIRE_SHARED();                       \
-  const Tokenizer* t = tok();                 \
+#define REQUIRE_TOKENIZER()   \
+  LL3_REQUIRE_SHARED();       \
+  const Tokenizer* t = tok(); \
   ASSERT_NE(t, nullptr) << "tokenizer failed to load"
 
 void check_cases(const Tokenizer* t, const std::string& file, size_t min_cases) {
@@ -41,12 +41,15 @@ void check_cases(const Tokenizer* t, const std::string& file, size_t min_cases) 
     std::string text = c["text"].get<std::string>();
     auto want = ids_of(c["ids"]);
     auto got = t->encode(text, false, true);
-    if (got != want && failures++ < 10) ADD_FAILURE() << file << " " << c["name"] << " (specials parsed): " << c["text"];
+    if (got != want && failures++ < 10)
+      ADD_FAILURE() << file << " " << c["name"] << " (specials parsed): " << c["text"];
     auto want_plain = ids_of(c["ids_plain"]);
     auto got_plain = t->encode(text, false, false);
-    if (got_plain != want_plain && failures++ < 10) ADD_FAILURE() << file << " " << c["name"] << " (plain): " << c["text"];
+    if (got_plain != want_plain && failures++ < 10)
+      ADD_FAILURE() << file << " " << c["name"] << " (plain): " << c["text"];
     // Decoding gives the text back (none of these strings has invalid UTF-8).
-    if (t->decode(got) != text && failures++ < 10) ADD_FAILURE() << file << " " << c["name"] << " does not round-trip";
+    if (t->decode(got) != text && failures++ < 10)
+      ADD_FAILURE() << file << " " << c["name"] << " does not round-trip";
   }
   EXPECT_EQ(failures, 0);
 }
@@ -122,16 +125,22 @@ TEST_P(EncodeTest, InvalidUtf8IsReplacedLikeTheReference) {
   REQUIRE_TOKENIZER();
   auto enc = [&](std::string s) { return t->encode(s, false, false); };
   const std::string R = "\xEF\xBF\xBD";
-  EXPECT_EQ(enc("a\xFF" "b"), enc("a" + R + "b"));
+  EXPECT_EQ(enc("a\xFF"
+                "b"),
+            enc("a" + R + "b"));
   EXPECT_EQ(enc("x\x80\x80y"), enc("x" + R + R + "y"));
   EXPECT_EQ(enc("end\xE2\x82"), enc("end" + R + R));  // truncated: one U+FFFD per byte
   EXPECT_EQ(enc("\xF8\x88\x80\x80\x80z"), enc(R + R + R + R + R + "z"));
-  EXPECT_EQ(enc("q\xC1\x81q"), enc("qAq"));          // overlong 'A'
+  EXPECT_EQ(enc("q\xC1\x81q"), enc("qAq"));  // overlong 'A'
   EXPECT_EQ(enc("q\xC0\x80q"), enc(std::string("q\0q", 3)));
-  EXPECT_EQ(enc("\xF4\x90\x80\x80"), enc(R));         // above U+10FFFF
+  EXPECT_EQ(enc("\xF4\x90\x80\x80"), enc(R));  // above U+10FFFF
   // A surrogate keeps its three bytes and splits like a symbol.
-  auto sur = enc("a\xED\xA0\x80" "b");
-  EXPECT_EQ(t->decode(sur), "a\xED\xA0\x80" "b");
+  auto sur =
+      enc("a\xED\xA0\x80"
+          "b");
+  EXPECT_EQ(t->decode(sur),
+            "a\xED\xA0\x80"
+            "b");
   // Mixed with valid text the valid parts tokenize as usual.
   auto mixed = enc("Hello\xFFworld");
   EXPECT_EQ(t->decode(mixed), "Hello" + R + "world");
@@ -166,13 +175,65 @@ INSTANTIATE_TEST_SUITE_P(Loaders, EncodeTest, ::testing::Values("hf", "gguf"));
 // A random string generator independent of the fixture one: scripts, whitespace, digits,
 // punctuation, contractions, special-token text and (sometimes) raw invalid bytes.
 std::string random_text(std::mt19937& rng, bool allow_invalid) {
-  static const char* pieces[] = {
-      "the", " The", "QUICK", " fox", "'s", "'LL", "'Ve", "n't", " ", "  ", "\t", "\n", "\r\n", "\n\n ",
-      "0", "12", "345", "6789", ".", ",", "!?", "...", "->", "::", "{}", "()", "#", "\"", "'",
-      "中文", "日本語", "한국어", "Привет", "مرحبا", "नमस्ते", "ñ", "ü", "ß", "é", "\xCC\x81",
-      "\xE2\x80\x8B", "\xE2\x80\x8D", "\xF0\x9F\x98\x80", "\xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9",
-      "\xC2\xA0", "\xE3\x80\x80", "\xE1\xA0\x8E", "\xC2\x85", "\xEF\xBB\xBF", "<|eot_id|>", "<|", "|>",
-      "<|begin_of_text|>", "<|reserved_special_token_7|>", "x", "y", "z", "A", "Z"};
+  static const char* pieces[] = {"the",
+                                 " The",
+                                 "QUICK",
+                                 " fox",
+                                 "'s",
+                                 "'LL",
+                                 "'Ve",
+                                 "n't",
+                                 " ",
+                                 "  ",
+                                 "\t",
+                                 "\n",
+                                 "\r\n",
+                                 "\n\n ",
+                                 "0",
+                                 "12",
+                                 "345",
+                                 "6789",
+                                 ".",
+                                 ",",
+                                 "!?",
+                                 "...",
+                                 "->",
+                                 "::",
+                                 "{}",
+                                 "()",
+                                 "#",
+                                 "\"",
+                                 "'",
+                                 "中文",
+                                 "日本語",
+                                 "한국어",
+                                 "Привет",
+                                 "مرحبا",
+                                 "नमस्ते",
+                                 "ñ",
+                                 "ü",
+                                 "ß",
+                                 "é",
+                                 "\xCC\x81",
+                                 "\xE2\x80\x8B",
+                                 "\xE2\x80\x8D",
+                                 "\xF0\x9F\x98\x80",
+                                 "\xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9",
+                                 "\xC2\xA0",
+                                 "\xE3\x80\x80",
+                                 "\xE1\xA0\x8E",
+                                 "\xC2\x85",
+                                 "\xEF\xBB\xBF",
+                                 "<|eot_id|>",
+                                 "<|",
+                                 "|>",
+                                 "<|begin_of_text|>",
+                                 "<|reserved_special_token_7|>",
+                                 "x",
+                                 "y",
+                                 "z",
+                                 "A",
+                                 "Z"};
   std::string s;
   int n = 1 + int(rng() % 30);
   for (int i = 0; i < n; ++i) {
@@ -204,9 +265,11 @@ TEST(EncodeLoaders, GgufAndTokenizerJsonGiveIdenticalIds) {
     std::string s = random_text(rng, i % 2 == 1);
     bool special = i % 3 == 0;
     auto a = hf->encode(s, false, special), b = gg->encode(s, false, special);
-    if (a != b && mismatches++ < 5) ADD_FAILURE() << "loaders differ on " << nlohmann::json(s).dump();
+    if (a != b && mismatches++ < 5)
+      ADD_FAILURE() << "loaders differ on " << nlohmann::json(s).dump();
     // Valid text round-trips exactly.
-    if (utf8_is_valid(s) && hf->decode(a) != s && mismatches++ < 5) ADD_FAILURE() << "no round trip: " << s;
+    if (utf8_is_valid(s) && hf->decode(a) != s && mismatches++ < 5)
+      ADD_FAILURE() << "no round trip: " << s;
   }
   EXPECT_EQ(mismatches, 0);
 }

@@ -14,7 +14,8 @@ namespace {
 TokenizerVocab small_vocab() {
   TokenizerVocab v;
   for (int b = 0; b < 256; ++b) v.tokens.emplace_back(byte_to_utf8(uint8_t(b)));
-  v.tokens.insert(v.tokens.end(), {"he", "hel", "Ġh", "<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"});
+  v.tokens.insert(v.tokens.end(),
+                  {"he", "hel", "Ġh", "<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"});
   v.token_types.assign(v.tokens.size(), kTokenNormal);
   for (size_t i = v.tokens.size() - 3; i < v.tokens.size(); ++i) v.token_types[i] = kTokenControl;
   v.merges = {"h e", "he l", "Ġ h"};
@@ -25,7 +26,8 @@ TokenizerVocab small_vocab() {
 }
 
 // Writes the tokenizer keys the way a converter does; `mutate` can damage them.
-std::string write_gguf(const TokenizerVocab& v, const std::function<void(GgufWriter&)>& mutate = {}) {
+std::string write_gguf(const TokenizerVocab& v,
+                       const std::function<void(GgufWriter&)>& mutate = {}) {
   GgufWriter w;
   w.set_string("general.architecture", "llama");
   w.set_string("tokenizer.ggml.model", "gpt2");
@@ -65,7 +67,8 @@ TEST(GgufVocab, RoundTripsThroughTheWriter) {
   EXPECT_EQ(back->pre, "llama-bpe");
   // <|eot_id|> and <|end_of_text|> end generation; eot is found by its text.
   EXPECT_EQ(back->eot_id, int32_t(v.tokens.size()) - 1);
-  EXPECT_EQ(back->eog_ids, (std::vector<int32_t>{int32_t(v.tokens.size()) - 2, int32_t(v.tokens.size()) - 1}));
+  EXPECT_EQ(back->eog_ids,
+            (std::vector<int32_t>{int32_t(v.tokens.size()) - 2, int32_t(v.tokens.size()) - 1}));
   auto tok = Tokenizer::create(std::move(*back));
   ASSERT_TRUE(tok.ok()) << tok.message();
   // " hel": "h e" (rank 0) wins over "Ġ h" (rank 2), then "he l"; the space stays a byte.
@@ -82,12 +85,24 @@ TEST(GgufVocab, BadMetadataIsAnErrorThatSaysWhat) {
     const char* expect;
   };
   std::vector<Case> cases = {
-      {"model", [](GgufWriter& w) { w.set_string("tokenizer.ggml.model", "llama"); }, "tokenizer.ggml.model"},
-      {"pre", [](GgufWriter& w) { w.set_string("tokenizer.ggml.pre", "qwen2"); }, "tokenizer.ggml.pre"},
-      {"tokens type", [](GgufWriter& w) { w.set_i32_array("tokenizer.ggml.tokens", {1, 2}); }, "tokenizer.ggml.tokens"},
-      {"types count", [](GgufWriter& w) { w.set_i32_array("tokenizer.ggml.token_type", {1, 1, 1}); }, "token_type"},
-      {"bos range", [](GgufWriter& w) { w.set_u32("tokenizer.ggml.bos_token_id", 1u << 30); }, "bos_token_id"},
-      {"merges type", [](GgufWriter& w) { w.set_i32_array("tokenizer.ggml.merges", {1}); }, "merges"},
+      {"model", [](GgufWriter& w) { w.set_string("tokenizer.ggml.model", "llama"); },
+       "tokenizer.ggml.model"},
+      {"pre", [](GgufWriter& w) { w.set_string("tokenizer.ggml.pre", "qwen2"); },
+       "tokenizer.ggml.pre"},
+      {"tokens type",
+       [](GgufWriter& w) {
+         w.set_i32_array("tokenizer.ggml.tokens", {1, 2});
+       },
+       "tokenizer.ggml.tokens"},
+      {"types count",
+       [](GgufWriter& w) {
+         w.set_i32_array("tokenizer.ggml.token_type", {1, 1, 1});
+       },
+       "token_type"},
+      {"bos range", [](GgufWriter& w) { w.set_u32("tokenizer.ggml.bos_token_id", 1u << 30); },
+       "bos_token_id"},
+      {"merges type", [](GgufWriter& w) { w.set_i32_array("tokenizer.ggml.merges", {1}); },
+       "merges"},
   };
   for (const auto& c : cases) {
     auto r = read_back(write_gguf(v, c.mutate));

@@ -16,7 +16,8 @@ namespace {
 using json = nlohmann::json;
 
 // A byte-level vocabulary: the 256 byte tokens, then `extra` tokens, with `merges`.
-json synthetic_tokenizer_json(const std::vector<std::string>& extra, const std::vector<std::string>& merges) {
+json synthetic_tokenizer_json(const std::vector<std::string>& extra,
+                              const std::vector<std::string>& merges) {
   json vocab = json::object();
   int id = 0;
   for (int b = 0; b < 256; ++b) vocab[std::string(byte_to_utf8(uint8_t(b)))] = id++;
@@ -28,7 +29,8 @@ json synthetic_tokenizer_json(const std::vector<std::string>& extra, const std::
   return j;
 }
 
-std::unique_ptr<Tokenizer> synthetic(const std::vector<std::string>& extra, const std::vector<std::string>& merges) {
+std::unique_ptr<Tokenizer> synthetic(const std::vector<std::string>& extra,
+                                     const std::vector<std::string>& merges) {
   auto v = load_vocab_from_hf_json(synthetic_tokenizer_json(extra, merges).dump(), "");
   EXPECT_TRUE(v.ok()) << v.message();
   auto t = Tokenizer::create(std::move(*v));
@@ -51,8 +53,9 @@ TEST(Utf8, ByteMapRoundTripsAndIsPrintable) {
 TEST(Utf8, StrictValidation) {
   EXPECT_TRUE(utf8_is_valid("plain ascii, long enough for the fast path"));
   EXPECT_TRUE(utf8_is_valid("\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80\xF4\x8F\xBF\xBF"));
-  for (const char* bad : {"\x80", "\xC0\x80", "\xC1\xBF", "\xE0\x80\x80", "\xED\xA0\x80", "\xF4\x90\x80\x80",
-                          "\xF5\x80\x80\x80", "\xFF", "\xC3", "\xE2\x82", "abc\xF0\x9F\x98"}) {
+  for (const char* bad :
+       {"\x80", "\xC0\x80", "\xC1\xBF", "\xE0\x80\x80", "\xED\xA0\x80", "\xF4\x90\x80\x80",
+        "\xF5\x80\x80\x80", "\xFF", "\xC3", "\xE2\x82", "abc\xF0\x9F\x98"}) {
     EXPECT_FALSE(utf8_is_valid(bad)) << bad;
   }
 }
@@ -64,10 +67,12 @@ TEST(Utf8, LossyMatchesTheMaximalSubpartRule) {
     return o;
   };
   const std::string R = "\xEF\xBF\xBD";
-  EXPECT_EQ(lossy("a\xE2\x82" "b"), "a" + R + "b");  // truncated sequence: one U+FFFD
+  EXPECT_EQ(lossy("a\xE2\x82"
+                  "b"),
+            "a" + R + "b");  // truncated sequence: one U+FFFD
   EXPECT_EQ(lossy("\xF0\x9F\x98"), R);
-  EXPECT_EQ(lossy("\xC0\x80"), R + R);                 // C0 can never start a sequence
-  EXPECT_EQ(lossy("\xED\xA0\x80"), R + R + R);         // surrogate: ED then two lone bytes
+  EXPECT_EQ(lossy("\xC0\x80"), R + R);          // C0 can never start a sequence
+  EXPECT_EQ(lossy("\xED\xA0\x80"), R + R + R);  // surrogate: ED then two lone bytes
   EXPECT_EQ(lossy("\xF4\x90\x80\x80"), R + R + R + R);
   EXPECT_EQ(lossy("\xE2\x82\xAC"), "\xE2\x82\xAC");
 }
@@ -102,8 +107,13 @@ TEST(PreTokenizer, SplitsLikeTheLlama3Regex) {
   EXPECT_EQ(split("$x"), (V{"$x"}));
   // White_Space, not PCRE2's \s: U+0085 is a space, U+180E and U+FEFF are not.
   EXPECT_EQ(split("a\xC2\x85'tb"), (V{"a", "\xC2\x85", "'t", "b"}));
-  EXPECT_EQ(split("\xEF\xBB\xBF" "abc"), (V{"\xEF\xBB\xBF" "abc"}));
-  EXPECT_EQ(split("x\xE1\xA0\x8Ey"), (V{"x", "\xE1\xA0\x8E" "y"}));
+  EXPECT_EQ(split("\xEF\xBB\xBF"
+                  "abc"),
+            (V{"\xEF\xBB\xBF"
+               "abc"}));
+  EXPECT_EQ(split("x\xE1\xA0\x8Ey"), (V{"x",
+                                        "\xE1\xA0\x8E"
+                                        "y"}));
   // Unicode letters and numbers, not ASCII classes.
   EXPECT_EQ(split("日本語١٢٣٤"), (V{"日本語", "١٢٣", "٤"}));
 }
@@ -136,18 +146,20 @@ TEST(Bpe, SpecialAndUserDefinedTokens) {
 }
 
 TEST(VocabJson, RejectsMalformedInputWithAMessage) {
-  for (const char* bad : {"", "{", "[]", "{\"model\": 1}", "{\"model\": {\"type\": \"WordPiece\"}}",
-                          "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": -1}}}",
-                          "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 99999999}}}",
-                          "{\"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": 3}}",
-                          "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [[1, 2]]}}",
-                          "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": \"x\"}}}"}) {
+  for (const char* bad :
+       {"", "{", "[]", "{\"model\": 1}", "{\"model\": {\"type\": \"WordPiece\"}}",
+        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": -1}}}",
+        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 99999999}}}",
+        "{\"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": 3}}",
+        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [[1, 2]]}}",
+        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": \"x\"}}}"}) {
     auto v = load_vocab_from_hf_json(bad, "");
     EXPECT_FALSE(v.ok()) << bad;
     EXPECT_FALSE(v.message().empty());
   }
   // A vocabulary without every byte token cannot encode arbitrary text.
-  auto v = load_vocab_from_hf_json(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})", "");
+  auto v =
+      load_vocab_from_hf_json(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})", "");
   ASSERT_TRUE(v.ok());
   EXPECT_FALSE(Tokenizer::create(std::move(*v)).ok());
   EXPECT_FALSE(load_vocab_from_hf("/nonexistent/dir").ok());
