@@ -75,6 +75,8 @@ LL3_QUANT_INT_DOTS
 void q8_k_from_float(const float* src, void* dst, int64_t n);
 void q8_0_from_float(const float* src, void* dst, int64_t n);
 // One weight row against nx activation rows (TypeTraits::dot_q_rows).
+void q2_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride);
+void q3_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride);
 void q4_0_dot_q8_0_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride);
 void q4_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride);
 void q5_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride);

@@ -95,6 +95,8 @@ void set_quant_kernels(Table& t) {
     // the CPU), and the batched kernels of the common types.
     t[size_t(DType::Q8_K)].from_float = kernels::avx512::q8_k_from_float;
     t[size_t(DType::Q8_0)].from_float = kernels::avx512::q8_0_from_float;
+    t[size_t(DType::Q2_K)].dot_q_rows = kernels::avx512::q2_k_dot_q8_k_rows;
+    t[size_t(DType::Q3_K)].dot_q_rows = kernels::avx512::q3_k_dot_q8_k_rows;
     t[size_t(DType::Q4_0)].dot_q_rows = kernels::avx512::q4_0_dot_q8_0_rows;
     t[size_t(DType::Q4_K)].dot_q_rows = kernels::avx512::q4_k_dot_q8_k_rows;
     t[size_t(DType::Q5_K)].dot_q_rows = kernels::avx512::q5_k_dot_q8_k_rows;

@@ -165,7 +165,9 @@ TEST(QuantIntDot, Avx512RowKernels) {
   struct {
     DType type;
     void (*rows)(const void*, const void*, size_t, int64_t, int64_t, float*, size_t);
-  } cases[] = {{DType::Q4_0, kernels::avx512::q4_0_dot_q8_0_rows},
+  } cases[] = {{DType::Q2_K, kernels::avx512::q2_k_dot_q8_k_rows},
+               {DType::Q3_K, kernels::avx512::q3_k_dot_q8_k_rows},
+               {DType::Q4_0, kernels::avx512::q4_0_dot_q8_0_rows},
                {DType::Q4_K, kernels::avx512::q4_k_dot_q8_k_rows},
                {DType::Q5_K, kernels::avx512::q5_k_dot_q8_k_rows},
                {DType::Q6_K, kernels::avx512::q6_k_dot_q8_k_rows},
@@ -177,11 +179,12 @@ TEST(QuantIntDot, Avx512RowKernels) {
     std::vector<uint8_t> w(dtype_row_bytes(c.type, n));
     for (uint8_t& b : w) b = static_cast<uint8_t>(rng());
     const size_t bb = dtype_info(c.type).block_bytes;
-    const int d_off = c.type == DType::Q6_K ? 208 : 0;
+    const int d_off = c.type == DType::Q6_K ? 208 : c.type == DType::Q3_K ? 108 : c.type == DType::Q2_K ? 80 : 0;
     for (int64_t blk = 0; blk < n / dtype_info(c.type).block_size; ++blk) {
       const uint16_t h = f32_to_f16(0.01f * (blk + 1));
       std::memcpy(w.data() + blk * bb + d_off, &h, 2);
       if (c.type == DType::Q4_K || c.type == DType::Q5_K) std::memcpy(w.data() + blk * bb + 2, &h, 2);
+      if (c.type == DType::Q2_K) std::memcpy(w.data() + blk * bb + 82, &h, 2);
     }
     const size_t stride = dtype_row_bytes(ref->vec_dot_type, n);
     std::vector<uint8_t> xq(stride * 6);

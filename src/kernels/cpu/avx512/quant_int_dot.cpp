@@ -1,7 +1,7 @@
-// AVX-512 VNNI integer dots: weight blocks times int8 activation blocks, products summed exactly
-// in int32 by vpdpbusd (unsigned weight bytes x signed activation bytes), then scaled in float.
-// Signed weights (Q4_0, Q5_0, Q8_0) use the sign trick: |w| x (a * sign(w)). Q4_0, Q4_K, Q5_K,
-// Q6_K and Q8_0, the types of the common files, have their own kernels in quant_vnni_rows.cpp.
+// AVX-512 VNNI integer dots of the less common legacy types (Q5_0, Q4_1, Q5_1): weight blocks
+// times int8 activation blocks, products summed exactly in int32 by vpdpbusd (unsigned weight
+// bytes x signed activation bytes), then scaled in float. Signed weights use the sign trick:
+// |w| x (a * sign(w)). The K-quants, Q4_0 and Q8_0 have their kernels in quant_vnni_rows.cpp.
 #include <immintrin.h>
 
 #include "kernels/quant_kernels.h"
@@ -10,7 +10,6 @@
 namespace ll3::kernels::avx512 {
 
 using namespace ll3::quant;
-using simd::KUnpacked;
 
 namespace {
 
@@ -59,39 +58,6 @@ __m256i q5_1_vals(const BlockQ5_1& b) { return simd::unpack_q5_32(b.qs, b.qh); }
 float q4_1_offset(const BlockQ4_1& w, const BlockQ8_1& a) { return simd::h2f(w.m) * simd::h2f(a.s); }
 float q5_1_offset(const BlockQ5_1& w, const BlockQ8_1& a) { return simd::h2f(w.m) * simd::h2f(a.s); }
 
-// K-quants: with w = s_g * (u - off) - mn_g per group g of 16,
-//   sum w a = d_a * (sum_g s_g * U_g - sum_g (s_g * off + mn_g) * bsum_g),  U_g = sum_{j in g} u_j a_j.
-// vpdpbusd over 64 bytes gives 16 lanes, 4 per group; the lanes are scaled by s_g in float.
-template <class Block, void (*Unpack)(const Block&, KUnpacked&)>
-float k_dot_q8k(const void* row, const void* xq, int64_t n) {
-  const Block* w = static_cast<const Block*>(row);
-  const BlockQ8_K* a = static_cast<const BlockQ8_K*>(xq);
-  KUnpacked k;
-  __m512 total = _mm512_setzero_ps();
-  // Lane l of chunk c belongs to group 4c + l / 4.
-  const __m512i lane_group = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    Unpack(w[i], k);
-    const __m512 s16 = _mm512_loadu_ps(k.s);
-    __m512 acc = _mm512_setzero_ps();
-#pragma clang loop unroll(full)
-    for (int c = 0; c < 4; ++c) {
-      const __m512i u = _mm512_load_si512(k.u + 64 * c);
-      const __m512i qa = _mm512_loadu_si512(a[i].qs + 64 * c);
-      const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, qa);
-      const __m512 sc = _mm512_permutexvar_ps(_mm512_add_epi32(lane_group, _mm512_set1_epi32(4 * c)), s16);
-      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sc, acc);
-    }
-    const __m512 bsum = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(load32(a[i].bsums)));
-    const __m512 c16 = _mm512_fmadd_ps(s16, _mm512_set1_ps(static_cast<float>(k.off)), _mm512_loadu_ps(k.mn));
-    // The correction is one lane per group; the lanes of acc are only summed at the end, so
-    // mixing the two layouts in one vector is fine.
-    acc = _mm512_fnmadd_ps(c16, bsum, acc);
-    total = _mm512_fmadd_ps(_mm512_set1_ps(a[i].d), acc, total);
-  }
-  return _mm512_reduce_add_ps(total);
-}
-
 }  // namespace
 
 float q5_0_dot_q8_0(const void* row, const void* xq, int64_t n) {
@@ -103,8 +69,5 @@ float q4_1_dot_q8_1(const void* row, const void* xq, int64_t n) {
 float q5_1_dot_q8_1(const void* row, const void* xq, int64_t n) {
   return legacy_dot<BlockQ5_1, BlockQ8_1, false, q5_1_vals, q5_1_offset>(row, xq, n);
 }
-
-float q2_k_dot_q8_k(const void* row, const void* xq, int64_t n) { return k_dot_q8k<BlockQ2_K, simd::unpack_q2_k>(row, xq, n); }
-float q3_k_dot_q8_k(const void* row, const void* xq, int64_t n) { return k_dot_q8k<BlockQ3_K, simd::unpack_q3_k>(row, xq, n); }
 
 }  // namespace ll3::kernels::avx512

@@ -1,4 +1,4 @@
-// AVX-512 VNNI kernels of the types most files use (Q4_K, Q5_K, Q6_K, Q8_0, Q4_0), for one activation row
+// AVX-512 VNNI kernels of the K-quants, Q8_0 and Q4_0, for one activation row
 // (dot_q, decoding) and for several (dot_q_rows, prompt processing). A weight block is unpacked
 // into registers once and then multiplied into up to four activation rows, so the unpacking cost
 // is shared across the batch. Products are summed exactly in int32 (vpdpbusd), scaled per
@@ -151,6 +151,85 @@ void q6_k_rows(const void* row, const void* xq, size_t stride, int64_t n, float*
   for (int x = 0; x < NX; ++x) y[x * y_stride] = _mm512_reduce_add_ps(acc[x]);
 }
 
+// ---- Q2_K / Q3_K x Q8_K ---------------------------------------------------------------------
+// Both hold 2-bit planes: chunk c (weights 64c..64c+63) is half c/2, bit planes 2(c%2) and
+// 2(c%2)+1 of its 32 bytes. Groups of 16 with their own scale, as in Q6_K.
+//   Q3_K: u = low 2 bits + 4 * hmask bit, w = d * sc * (u - 4), sc signed 6-bit;
+//   Q2_K: w = d * sc * u - dmin * m, sc and m 4-bit.
+
+// Q3_K's 16 scales (6 bits, biased by 32) unpacked from 12 bytes to 16 signed bytes.
+inline __m128i q3_k_scales(const uint8_t* packed) {
+  uint32_t a[3];
+  std::memcpy(a, packed, 12);
+  const uint32_t lo4 = 0x0f0f0f0f, hi2 = 0x03030303;
+  alignas(16) uint32_t s[4];
+  s[0] = (a[0] & lo4) | ((a[2] & hi2) << 4);
+  s[1] = (a[1] & lo4) | (((a[2] >> 2) & hi2) << 4);
+  s[2] = ((a[0] >> 4) & lo4) | (((a[2] >> 4) & hi2) << 4);
+  s[3] = ((a[1] >> 4) & lo4) | (((a[2] >> 6) & hi2) << 4);
+  return _mm_sub_epi8(_mm_load_si128(reinterpret_cast<const __m128i*>(s)), _mm_set1_epi8(32));
+}
+
+template <class Block, int NX>
+void q23_k_rows(const void* row, const void* xq, size_t stride, int64_t n, float* y, size_t y_stride) {
+  constexpr bool kQ3 = std::is_same_v<Block, BlockQ3_K>;
+  const Block* w = static_cast<const Block*>(row);
+  const __m512i three = _mm512_set1_epi8(3);
+  const __m512i low16 = _mm512_set1_epi32(0xFFFF);
+  const __m512i shifts[2] = {_mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2), _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6)};
+  __m512 acc[NX];
+  __m256 acc_min[NX];
+  for (int x = 0; x < NX; ++x) {
+    acc[x] = _mm512_setzero_ps();
+    acc_min[x] = _mm256_setzero_ps();
+  }
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    __m512i sc;      // scale of each group in the low int16 of its int32 lane
+    __m256i side16;  // Q3_K: the scales (for the -4 offset); Q2_K: the mins; as int16
+    if constexpr (kQ3) {
+      const __m128i sc8 = q3_k_scales(w[i].scales);
+      sc = _mm512_and_si512(_mm512_cvtepi8_epi32(sc8), low16);
+      side16 = _mm256_cvtepi8_epi16(sc8);
+    } else {
+      const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[i].scales));
+      sc = _mm512_cvtepu8_epi32(_mm_and_si128(s8, _mm_set1_epi8(0x0F)));
+      side16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(0x0F)));
+    }
+    __m512i u[4], sck[4];
+    LL3_UNROLL for (int c = 0; c < 4; ++c) {
+      const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qs + 32 * (c / 2))));
+      u[c] = _mm512_and_si512(_mm512_srlv_epi64(q, shifts[c % 2]), three);
+      if constexpr (kQ3) {
+        const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].hmask)));
+        const int bit = 4 * (c / 2) + 2 * (c % 2);
+        const __m512i bits = _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << bit)),
+                                                _mm256_set1_epi8(static_cast<char>(1 << (bit + 1))), 1);
+        u[c] = _mm512_mask_add_epi8(u[c], _mm512_test_epi8_mask(hm, bits), u[c], _mm512_set1_epi8(4));
+      }
+      sck[c] = _mm512_permutexvar_epi32(load_idx(kQ6KScaleIdx[c]), sc);
+    }
+    const float d = simd::h2f(w[i].d);
+    float dmin = 0.0f;
+    if constexpr (!kQ3) dmin = simd::h2f(w[i].dmin);
+    for (int x = 0; x < NX; ++x) {
+      const BlockQ8_K& a = act_row<BlockQ8_K>(xq, stride, x)[i];
+      __m512i isum = _mm512_setzero_si512();
+      LL3_UNROLL for (int c = 0; c < 4; ++c) {
+        const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[c], _mm512_loadu_si512(a.qs + 64 * c));
+        isum = _mm512_dpwssd_epi32(isum, p, sck[c]);
+      }
+      const __m256i side = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)), side16);
+      if constexpr (kQ3) {
+        isum = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(_mm256_slli_epi32(side, 2)));
+      } else {
+        acc_min[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(side), _mm256_set1_ps(dmin * a.d), acc_min[x]);
+      }
+      acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d * a.d), acc[x]);
+    }
+  }
+  for (int x = 0; x < NX; ++x) y[x * y_stride] = _mm512_reduce_add_ps(acc[x]) - hsum8(acc_min[x]);
+}
+
 // ---- Q8_0 x Q8_0 ----------------------------------------------------------------------------
 
 template <int NX>
@@ -242,6 +321,8 @@ void run_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_
 template <int NX> struct Q4K { static void run(const void* r, const void* a, size_t s, int64_t n, float* y, size_t ys) { q45_k_rows<BlockQ4_K, NX>(r, a, s, n, y, ys); } };
 template <int NX> struct Q5K { static void run(const void* r, const void* a, size_t s, int64_t n, float* y, size_t ys) { q45_k_rows<BlockQ5_K, NX>(r, a, s, n, y, ys); } };
 template <int NX> struct Q6K { static void run(const void* r, const void* a, size_t s, int64_t n, float* y, size_t ys) { q6_k_rows<NX>(r, a, s, n, y, ys); } };
+template <int NX> struct Q2K { static void run(const void* r, const void* a, size_t s, int64_t n, float* y, size_t ys) { q23_k_rows<BlockQ2_K, NX>(r, a, s, n, y, ys); } };
+template <int NX> struct Q3K { static void run(const void* r, const void* a, size_t s, int64_t n, float* y, size_t ys) { q23_k_rows<BlockQ3_K, NX>(r, a, s, n, y, ys); } };
 template <int NX> struct Q40 { static void run(const void* r, const void* a, size_t s, int64_t n, float* y, size_t ys) { q4_0_rows<NX>(r, a, s, n, y, ys); } };
 template <int NX> struct Q80 { static void run(const void* r, const void* a, size_t s, int64_t n, float* y, size_t ys) { q8_0_rows<NX>(r, a, s, n, y, ys); } };
 
@@ -260,6 +341,16 @@ float q5_k_dot_q8_k(const void* row, const void* xq, int64_t n) {
 float q6_k_dot_q8_k(const void* row, const void* xq, int64_t n) {
   float y;
   q6_k_rows<1>(row, xq, 0, n, &y, 0);
+  return y;
+}
+float q2_k_dot_q8_k(const void* row, const void* xq, int64_t n) {
+  float y;
+  q23_k_rows<BlockQ2_K, 1>(row, xq, 0, n, &y, 0);
+  return y;
+}
+float q3_k_dot_q8_k(const void* row, const void* xq, int64_t n) {
+  float y;
+  q23_k_rows<BlockQ3_K, 1>(row, xq, 0, n, &y, 0);
   return y;
 }
 float q4_0_dot_q8_0(const void* row, const void* xq, int64_t n) {
@@ -281,6 +372,12 @@ void q5_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t 
 }
 void q6_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride) {
   run_rows<Q6K>(row, xq, stride, nx, n, y, y_stride);
+}
+void q2_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride) {
+  run_rows<Q2K>(row, xq, stride, nx, n, y, y_stride);
+}
+void q3_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride) {
+  run_rows<Q3K>(row, xq, stride, nx, n, y, y_stride);
 }
 void q4_0_dot_q8_0_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride) {
   run_rows<Q40>(row, xq, stride, nx, n, y, y_stride);
