@@ -9,9 +9,12 @@
 
 namespace ll3 {
 
+// Weight rows the float GEMM dequantizes and multiplies at a time.
+constexpr int64_t kRowBlock = 16;
+
 // Scratch the matmul needs, sized once by the runner.
 struct MatmulScratch {
-  float* rows = nullptr;      // (n_threads, max_cols) dequantized weight rows
+  float* rows = nullptr;      // (n_threads, kRowBlock, max_cols) dequantized weight rows
   int64_t max_cols = 0;
   uint8_t* xq = nullptr;      // (max_tokens, xq_row_bytes(max_cols)) quantized activations
   // Quantize activations to 8 bits for the integer dot products of quantized weights (as

@@ -28,7 +28,7 @@ LlamaRunner::LlamaRunner(const LlamaModel& model, KvCache& kv, ThreadPool& pool,
   token_pos_.resize(T);
   token_seq_.resize(T);
   mm_scratch_.max_cols = std::max({c_.dim, c_.ffn_dim, q_dim_});
-  wrows_.resize(static_cast<size_t>(pool.size()) * mm_scratch_.max_cols);
+  wrows_.resize(static_cast<size_t>(pool.size()) * kRowBlock * mm_scratch_.max_cols);
   mm_scratch_.rows = wrows_.data();
   xq_.resize(static_cast<size_t>(T) * xq_row_bytes(mm_scratch_.max_cols));
   mm_scratch_.xq = xq_.data();

@@ -53,7 +53,7 @@ class LlamaRunner {
   std::vector<float> rope_cos_; // (T, head_dim / 2)
   std::vector<float> rope_sin_; // (T, head_dim / 2)
   std::vector<float> scores_;   // (n_threads, kv capacity) attention weights
-  std::vector<float> wrows_;    // (n_threads, max cols) dequantized weight rows
+  std::vector<float> wrows_;    // (n_threads, kRowBlock, max cols) dequantized weight rows
   std::vector<uint8_t> xq_;     // (T, xq_row_bytes(max cols)) 8-bit activations
   std::vector<int32_t> token_pos_;  // (T) position of each batch row
   std::vector<int32_t> token_seq_;  // (T) sequence index of each batch row

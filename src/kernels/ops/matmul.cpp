@@ -1,5 +1,9 @@
 #include "kernels/matmul.h"
 
+#include <algorithm>
+
+#include "kernels/gemm_f32.h"
+
 namespace ll3 {
 
 namespace {
@@ -35,22 +39,27 @@ void matmul(ThreadPool& pool, const WeightMatrix& W, const float* x, float* y, i
     matmul_q(pool, W, x, y, n, scratch);
     return;
   }
-  static const TypeTraits* f32 = type_traits(DType::F32);
   const int64_t rows = W.rows, cols = W.cols;
-  pool.parallel_for(rows, [&](int64_t begin, int64_t end, int thread) {
-    if (n == 1) {
+  if (n == 1) {
+    pool.parallel_for(rows, [&](int64_t begin, int64_t end, int) {
       for (int64_t r = begin; r < end; ++r) y[r] = tr.dot_f32(W.row(r), x, cols);
-      return;
-    }
-    // Several activation rows: dequantize each weight row once, then dot it with every row.
-    float* wrow = scratch.rows + static_cast<size_t>(thread) * scratch.max_cols;
-    for (int64_t r = begin; r < end; ++r) {
-      const void* w = W.row(r);
+    });
+    return;
+  }
+  // Several activation rows: a float GEMM over blocks of kRowBlock weight rows, dequantized
+  // once per block into the thread's scratch (F32 weights are used in place).
+  static const kernels::GemmF32Fn gemm = kernels::gemm_f32();
+  const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
+  pool.parallel_for(blocks, [&](int64_t begin, int64_t end, int thread) {
+    float* wrows = scratch.rows + static_cast<size_t>(thread) * kRowBlock * scratch.max_cols;
+    for (int64_t b = begin; b < end; ++b) {
+      const int64_t r0 = b * kRowBlock, nr = std::min<int64_t>(kRowBlock, rows - r0);
+      const float* w = reinterpret_cast<const float*>(W.row(r0));
       if (W.type != DType::F32) {
-        tr.to_float(w, wrow, cols);
-        w = wrow;
+        for (int64_t r = 0; r < nr; ++r) tr.to_float(W.row(r0 + r), wrows + r * cols, cols);
+        w = wrows;
       }
-      for (int64_t t = 0; t < n; ++t) y[t * rows + r] = f32->dot_f32(w, x + t * cols, cols);
+      gemm(w, static_cast<size_t>(cols), x, static_cast<size_t>(cols), y + r0, static_cast<size_t>(rows), nr, n, cols);
     }
   });
 }

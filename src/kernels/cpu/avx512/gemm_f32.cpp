@@ -1,0 +1,67 @@
+// AVX-512 float GEMM tile kernel (see kernels/gemm_f32.h).
+#include <immintrin.h>
+
+#include "kernels/gemm_f32.h"
+
+namespace ll3::kernels::avx512 {
+
+namespace {
+
+constexpr int kR = 4;  // weight rows per tile
+constexpr int kT = 6;  // activation rows per tile: 24 accumulators + 4 weights + 1 activation
+
+// A full kR x kT tile over all of k; `mask` covers the last partial 16-float step.
+inline void tile(const float* w, size_t ldw, const float* x, size_t ldx, float* y, size_t ldy, int64_t k) {
+  __m512 acc[kR][kT];
+  for (int r = 0; r < kR; ++r)
+    for (int t = 0; t < kT; ++t) acc[r][t] = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= k; i += 16) {
+    __m512 wv[kR];
+    for (int r = 0; r < kR; ++r) wv[r] = _mm512_loadu_ps(w + r * ldw + i);
+    for (int t = 0; t < kT; ++t) {
+      const __m512 xv = _mm512_loadu_ps(x + t * ldx + i);
+      for (int r = 0; r < kR; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
+    }
+  }
+  if (i < k) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (k - i)) - 1);
+    __m512 wv[kR];
+    for (int r = 0; r < kR; ++r) wv[r] = _mm512_maskz_loadu_ps(m, w + r * ldw + i);
+    for (int t = 0; t < kT; ++t) {
+      const __m512 xv = _mm512_maskz_loadu_ps(m, x + t * ldx + i);
+      for (int r = 0; r < kR; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
+    }
+  }
+  for (int t = 0; t < kT; ++t)
+    for (int r = 0; r < kR; ++r) y[t * ldy + r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+// One row x one activation row, for the edges of the grid.
+inline float dot(const float* a, const float* b, int64_t k) {
+  __m512 acc = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= k; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
+  if (i < k) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (k - i)) - 1);
+    acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc);
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
+}  // namespace
+
+void gemm_f32(const float* w, size_t ldw, const float* x, size_t ldx, float* y, size_t ldy, int64_t rows,
+              int64_t n, int64_t k) {
+  int64_t r0 = 0;
+  for (; r0 + kR <= rows; r0 += kR) {
+    int64_t t0 = 0;
+    for (; t0 + kT <= n; t0 += kT) tile(w + r0 * ldw, ldw, x + t0 * ldx, ldx, y + t0 * ldy + r0, ldy, k);
+    for (; t0 < n; ++t0)
+      for (int64_t r = r0; r < r0 + kR; ++r) y[t0 * ldy + r] = dot(w + r * ldw, x + t0 * ldx, k);
+  }
+  for (; r0 < rows; ++r0)
+    for (int64_t t = 0; t < n; ++t) y[t * ldy + r0] = dot(w + r0 * ldw, x + t * ldx, k);
+}
+
+}  // namespace ll3::kernels::avx512
