@@ -263,12 +263,14 @@ void Tokenizer::bpe(std::string_view word, std::vector<int32_t>& out) const {
     return;
   }
 
-  // Symbols in a linked list; a min-heap of candidate merges ordered by (rank, position).
+  // Symbols in a linked list; a min-heap of candidate merges ordered by (rank, position),
+  // packed into one 64-bit key so that the heap compares once.
   struct Sym {
     int32_t id, prev, next;
   };
   struct Cand {
-    int32_t rank, left, right, left_id, right_id, merged;
+    uint64_t key;  // rank << 32 | left position
+    int32_t right, left_id, right_id, merged;
   };
   thread_local std::vector<Sym> sym;
   thread_local std::vector<Cand> heap;
@@ -277,31 +279,32 @@ void Tokenizer::bpe(std::string_view word, std::vector<int32_t>& out) const {
   const int32_t n = int32_t(word.size());
   for (int32_t i = 0; i < n; ++i)
     sym.push_back({byte_id_[uint8_t(word[i])], i - 1, i + 1 < n ? i + 1 : -1});
-  auto worse = [](const Cand& a, const Cand& b) {
-    return a.rank != b.rank ? a.rank > b.rank : a.left > b.left;
-  };
-  auto try_push = [&](int32_t l, int32_t r) {
-    if (l < 0 || r < 0) return;
+  auto worse = [](const Cand& a, const Cand& b) { return a.key > b.key; };
+  auto candidate = [&](int32_t l, int32_t r) {
+    if (l < 0 || r < 0) return false;
     auto [rank, merged] = find_merge(sym[l].id, sym[r].id);
-    if (rank < 0) return;
-    heap.push_back({rank, l, r, sym[l].id, sym[r].id, merged});
-    std::push_heap(heap.begin(), heap.end(), worse);
+    if (rank < 0) return false;
+    heap.push_back(
+        {(uint64_t(uint32_t(rank)) << 32) | uint32_t(l), r, sym[l].id, sym[r].id, merged});
+    return true;
   };
-  for (int32_t i = 0; i + 1 < n; ++i) try_push(i, i + 1);
+  for (int32_t i = 0; i + 1 < n; ++i) candidate(i, i + 1);
+  std::make_heap(heap.begin(), heap.end(), worse);  // O(n) for the initial pairs
   while (!heap.empty()) {
     std::pop_heap(heap.begin(), heap.end(), worse);
     Cand c = heap.back();
     heap.pop_back();
-    Sym& L = sym[c.left];
+    const int32_t left = int32_t(uint32_t(c.key));
+    Sym& L = sym[left];
     // Stale if either side was merged away or changed since the candidate was made.
     if (L.id != c.left_id || L.next != c.right || sym[c.right].id != c.right_id) continue;
     Sym& R = sym[c.right];
     L.id = c.merged;
     L.next = R.next;
-    if (R.next >= 0) sym[R.next].prev = c.left;
+    if (R.next >= 0) sym[R.next].prev = left;
     R.id = -1;
-    try_push(L.prev, c.left);
-    try_push(c.left, L.next);
+    if (candidate(L.prev, left)) std::push_heap(heap.begin(), heap.end(), worse);
+    if (candidate(left, L.next)) std::push_heap(heap.begin(), heap.end(), worse);
   }
   for (int32_t i = 0; i >= 0; i = sym[i].next) out.push_back(sym[i].id);
 }
