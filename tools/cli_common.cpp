@@ -1,5 +1,7 @@
 #include "cli_common.h"
 
+#include "model/model_tokenizer.h"
+
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -48,6 +50,11 @@ Result<std::string> read_text_file(const std::string& path) {
 double now_seconds() {
   using clock = std::chrono::steady_clock;
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
+int fail(const char* cmd, const std::string& message) {
+  std::fprintf(stderr, "ll3 %s: %s\n", cmd, message.c_str());
+  return 1;
 }
 
 Result<std::unique_ptr<LlamaModel>> load_model_verbose(const std::string& path) {
@@ -149,6 +156,25 @@ Result<std::string> resolve_model_path(const std::string& path) {
     return Status::errorf("making the default model %s failed", target.c_str());
   }
   return target;
+}
+
+}  // namespace ll3::cli
+
+namespace ll3::cli {
+
+Result<LoadedModel> load_model_cli(const std::string& path, bool with_tokenizer) {
+  Result<std::string> resolved = resolve_model_path(path);
+  if (!resolved.ok()) return resolved.status();
+  Result<std::unique_ptr<LlamaModel>> model = load_model_verbose(resolved.value());
+  if (!model.ok()) return model.status();
+  LoadedModel out;
+  out.model = std::move(model.value());
+  if (with_tokenizer) {
+    Result<std::unique_ptr<Tokenizer>> tok = load_model_tokenizer(*out.model);
+    if (!tok.ok()) return tok.status();
+    out.tokenizer = std::move(tok.value());
+  }
+  return out;
 }
 
 }  // namespace ll3::cli

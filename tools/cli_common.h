@@ -20,6 +20,9 @@ Result<std::vector<int32_t>> parse_token_list(const std::string& s);
 // Loads `path` and prints a one-line summary to stderr.
 Result<std::unique_ptr<LlamaModel>> load_model_verbose(const std::string& path);
 
+// Prints "ll3 CMD: message" to stderr and returns 1, the exit code of a failed command.
+int fail(const char* cmd, const std::string& message);
+
 // The whole file as bytes.
 Result<std::string> read_text_file(const std::string& path);
 
@@ -30,6 +33,7 @@ double now_seconds();
 
 #include "cli_args.h"
 #include "engine/generate.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ll3::cli {
 
@@ -52,5 +56,12 @@ std::string finish_generation_flags(GenerationFlags* f, SessionOptions* so);
 // The model to use: `path` if given, else the default model (made once with make-model's
 // llama3.2-1b preset in ~/.cache/ll3/models; LL3_DEFAULT_MODEL overrides the path).
 Result<std::string> resolve_model_path(const std::string& path);
+
+struct LoadedModel {
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<Tokenizer> tokenizer;  // null unless asked for
+};
+// resolve_model_path + load_model_verbose + (with_tokenizer) the model's tokenizer.
+Result<LoadedModel> load_model_cli(const std::string& path, bool with_tokenizer);
 
 }  // namespace ll3::cli

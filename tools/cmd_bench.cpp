@@ -110,27 +110,16 @@ int cmd_bench(int argc, char** argv) {
     return 0;
   }
 
-  Result<std::string> path = resolve_model_path(model_path);
-  if (!path.ok()) {
-    std::fprintf(stderr, "ll3 bench: %s\n", path.message().c_str());
-    return 1;
-  }
-  Result<std::unique_ptr<LlamaModel>> model = load_model_verbose(path.value());
-  if (!model.ok()) {
-    std::fprintf(stderr, "ll3 bench: %s\n", model.message().c_str());
-    return 1;
-  }
-  const LlamaModel& m = **model;
+  Result<LoadedModel> lm = load_model_cli(model_path, false);
+  if (!lm.ok()) return fail("bench", lm.message());
+  const LlamaModel& m = *lm->model;
   SessionOptions so;
   so.threads = threads;
   so.kv_type = kvt.value();
   so.context = std::max(n_prompt, n_gen) + 16;
   so.batch = std::max(1, n_prompt);
   Result<std::unique_ptr<Session>> session = Session::create(m, so);
-  if (!session.ok()) {
-    std::fprintf(stderr, "ll3 bench: %s\n", session.message().c_str());
-    return 1;
-  }
+  if (!session.ok()) return fail("bench", session.message());
   Session& s = **session;
   std::mt19937 rng(1);
   std::vector<int32_t> prompt(static_cast<size_t>(n_prompt));
@@ -193,7 +182,7 @@ int cmd_bench(int argc, char** argv) {
     for (const Row& r : rows) {
       nlohmann::json o = {{"test", r.test},         {"n_prompt", r.n_prompt},   {"n_gen", r.n_gen},
                           {"threads", threads},      {"avg_ts", r.ts.mean},      {"stddev_ts", r.ts.stddev},
-                          {"model_type", type},      {"model_bytes", model_bytes}, {"model_filename", path.value()}};
+                          {"model_type", type},      {"model_bytes", model_bytes}, {"model_filename", m.path}};
       if (r.n_gen > 0) {
         o["weights_gbps"] = r.gbps;
         o["read_bandwidth_gbps"] = bw;

@@ -8,7 +8,6 @@
 
 #include "cli_common.h"
 #include "commands.h"
-#include "model/model_tokenizer.h"
 #include "tokenizer/chat_template.h"
 
 namespace ll3::cli {
@@ -30,27 +29,11 @@ int cmd_chat(int argc, char** argv) {
   SessionOptions so;
   if (std::string err = finish_generation_flags(&gf, &so); !err.empty()) return ap.usage_error(err);
 
-  Result<std::string> path = resolve_model_path(model_path);
-  if (!path.ok()) {
-    std::fprintf(stderr, "ll3 chat: %s\n", path.message().c_str());
-    return 1;
-  }
-  Result<std::unique_ptr<LlamaModel>> model = load_model_verbose(path.value());
-  if (!model.ok()) {
-    std::fprintf(stderr, "ll3 chat: %s\n", model.message().c_str());
-    return 1;
-  }
-  Result<std::unique_ptr<Tokenizer>> tok = load_model_tokenizer(**model);
-  if (!tok.ok()) {
-    std::fprintf(stderr, "ll3 chat: %s\n", tok.message().c_str());
-    return 1;
-  }
-  const Tokenizer& tk = **tok;
-  Result<std::unique_ptr<Session>> session = Session::create(**model, so);
-  if (!session.ok()) {
-    std::fprintf(stderr, "ll3 chat: %s\n", session.message().c_str());
-    return 1;
-  }
+  Result<LoadedModel> lm = load_model_cli(model_path, true);
+  if (!lm.ok()) return fail("chat", lm.message());
+  const Tokenizer& tk = *lm->tokenizer;
+  Result<std::unique_ptr<Session>> session = Session::create(*lm->model, so);
+  if (!session.ok()) return fail("chat", session.message());
   Session& s = **session;
 
   ChatTemplateOptions topt;
@@ -80,10 +63,7 @@ int cmd_chat(int argc, char** argv) {
     messages.push_back({"user", line, ""});
     std::string warning;
     Result<std::string> prompt = render_chat(tk.vocab().chat_template, messages, topt, &warning);
-    if (!prompt.ok()) {
-      std::fprintf(stderr, "ll3 chat: %s\n", prompt.message().c_str());
-      return 1;
-    }
+    if (!prompt.ok()) return fail("chat", prompt.message());
     if (!warning.empty() && !warned) {
       std::fprintf(stderr, "ll3 chat: %s\n", warning.c_str());
       warned = true;
@@ -105,10 +85,7 @@ int cmd_chat(int argc, char** argv) {
     };
     Result<GenerateStats> st = generate(s, tk, tokens, gf.gen, print);
     std::printf("\n");
-    if (!st.ok()) {
-      std::fprintf(stderr, "ll3 chat: %s\n", st.message().c_str());
-      return 1;
-    }
+    if (!st.ok()) return fail("chat", st.message());
     messages.push_back({"assistant", reply, ""});
     if (!quiet) {
       std::fprintf(stderr, "[%lld prompt tokens (%lld reused), %lld generated, %.1f t/s, %s]\n",

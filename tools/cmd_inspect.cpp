@@ -4,6 +4,7 @@
 #include <map>
 
 #include "cli_args.h"
+#include "cli_common.h"
 #include "commands.h"
 #include "io/gguf.h"
 #include "io/safetensors.h"
@@ -100,10 +101,7 @@ int cmd_inspect(int argc, char** argv) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     Result<std::unique_ptr<SafetensorsModel>> st = SafetensorsModel::open_dir(path);
-    if (!st.ok()) {
-      std::fprintf(stderr, "ll3 inspect: %s\n", st.message().c_str());
-      return 1;
-    }
+    if (!st.ok()) return fail("inspect", st.message());
     std::printf("%s: Hugging Face directory, %zu shard(s), %zu tensors\n", path.c_str(), (*st)->shards().size(),
                 (*st)->n_tensors());
     if (!no_tensors) std::printf("\n%-48s %-6s %-20s %12s\n", "tensor", "type", "shape", "bytes");
@@ -116,10 +114,7 @@ int cmd_inspect(int argc, char** argv) {
     }
   } else {
     Result<std::unique_ptr<GgufFile>> g = GgufFile::open(path);
-    if (!g.ok()) {
-      std::fprintf(stderr, "ll3 inspect: %s\n", g.message().c_str());
-      return 1;
-    }
+    if (!g.ok()) return fail("inspect", g.message());
     const GgufFile& f = **g;
     std::printf("%s: GGUF v%u, %zu metadata keys, %zu tensors, alignment %zu, file %s\n", path.c_str(), f.version(),
                 f.metadata().size(), f.tensors().size(), f.alignment(), human_bytes(f.file_size()).c_str());

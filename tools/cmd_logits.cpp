@@ -12,7 +12,6 @@
 #include "commands.h"
 #include "engine/session.h"
 #include "io/npy.h"
-#include "model/model_tokenizer.h"
 
 namespace ll3::cli {
 
@@ -85,23 +84,15 @@ int cmd_logits(int argc, char** argv) {
   Result<DType> kvt = parse_kv_type(kv_type);
   if (!kvt.ok()) return ap.usage_error(kvt.message());
 
-  Result<std::unique_ptr<LlamaModel>> model = load_model_verbose(model_path);
-  if (!model.ok()) {
-    std::fprintf(stderr, "ll3 logits: %s\n", model.message().c_str());
-    return 1;
-  }
+  Result<LoadedModel> lm = load_model_cli(model_path, !prompt.empty());
+  if (!lm.ok()) return fail("logits", lm.message());
   std::vector<int32_t> tokens;
   if (!tokens_arg.empty()) {
     Result<std::vector<int32_t>> t = parse_token_list(tokens_arg);
     if (!t.ok()) return ap.usage_error(t.message());
     tokens = std::move(t.value());
   } else {
-    Result<std::unique_ptr<Tokenizer>> tok = load_model_tokenizer(**model);
-    if (!tok.ok()) {
-      std::fprintf(stderr, "ll3 logits: %s\n", tok.message().c_str());
-      return 1;
-    }
-    tokens = (*tok)->encode(prompt, !no_bos, parse_special);
+    tokens = lm->tokenizer->encode(prompt, !no_bos, parse_special);
     if (tokens.empty()) return ap.usage_error("the prompt tokenizes to nothing");
   }
 
@@ -110,16 +101,12 @@ int cmd_logits(int argc, char** argv) {
   so.int8_activations = !float_act;
   so.threads = threads;
   so.context = ctx > 0 ? ctx : static_cast<int64_t>(tokens.size()) + greedy;
-  Result<std::unique_ptr<Session>> session = Session::create(**model, so);
-  if (!session.ok()) {
-    std::fprintf(stderr, "ll3 logits: %s\n", session.message().c_str());
-    return 1;
-  }
+  Result<std::unique_ptr<Session>> session = Session::create(*lm->model, so);
+  if (!session.ok()) return fail("logits", session.message());
   Session& s = **session;
   const int64_t V = s.n_vocab();
   if (Status st = s.eval(tokens, all); !st.ok()) {
-    std::fprintf(stderr, "ll3 logits: %s\n", st.message().c_str());
-    return 1;
+    return fail("logits", st.message());
   }
   const int64_t n_rows = all ? static_cast<int64_t>(tokens.size()) : 1;
   // Keep the prompt's logits: greedy decoding below overwrites the session's buffer.
@@ -132,16 +119,14 @@ int cmd_logits(int argc, char** argv) {
     generated.push_back(next);
     if (i + 1 < greedy) {
       if (Status st = s.eval(std::span<const int32_t>(&next, 1)); !st.ok()) {
-        std::fprintf(stderr, "ll3 logits: %s\n", st.message().c_str());
-        return 1;
+        return fail("logits", st.message());
       }
     }
   }
 
   if (!out_path.empty()) {
     if (Status st = write_npy_f32(out_path, prompt_logits.data(), {n_rows, V}); !st.ok()) {
-      std::fprintf(stderr, "ll3 logits: %s\n", st.message().c_str());
-      return 1;
+      return fail("logits", st.message());
     }
   }
   if (json) {

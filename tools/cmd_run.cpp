@@ -3,7 +3,6 @@
 
 #include "cli_common.h"
 #include "commands.h"
-#include "model/model_tokenizer.h"
 
 namespace ll3::cli {
 
@@ -33,48 +32,31 @@ int cmd_run(int argc, char** argv) {
   SessionOptions so;
   if (std::string err = finish_generation_flags(&gf, &so); !err.empty()) return ap.usage_error(err);
 
-  Result<std::string> path = resolve_model_path(model_path);
-  if (!path.ok()) {
-    std::fprintf(stderr, "ll3 run: %s\n", path.message().c_str());
-    return 1;
-  }
-  Result<std::unique_ptr<LlamaModel>> model = load_model_verbose(path.value());
-  if (!model.ok()) {
-    std::fprintf(stderr, "ll3 run: %s\n", model.message().c_str());
-    return 1;
-  }
-  Result<std::unique_ptr<Tokenizer>> tok = load_model_tokenizer(**model);
-  if (!tok.ok()) {
-    std::fprintf(stderr, "ll3 run: %s\n", tok.message().c_str());
-    return 1;
-  }
-  std::vector<int32_t> tokens = (*tok)->encode(prompt, !no_bos, parse_special);
+  Result<LoadedModel> lm = load_model_cli(model_path, true);
+  if (!lm.ok()) return fail("run", lm.message());
+  const LlamaModel& model = *lm->model;
+  const Tokenizer& tok = *lm->tokenizer;
+  std::vector<int32_t> tokens = tok.encode(prompt, !no_bos, parse_special);
   if (so.context == 0) {
     // Room for the prompt and the generation, within the model's context.
     int64_t want = static_cast<int64_t>(tokens.size()) + (gf.gen.max_tokens < 0 ? 4096 : gf.gen.max_tokens);
-    so.context = std::min<int64_t>((*model)->config.context_length, std::max<int64_t>(want, 512));
+    so.context = std::min<int64_t>(model.config.context_length, std::max<int64_t>(want, 512));
   }
   if (static_cast<int64_t>(tokens.size()) >= so.context) {
     std::fprintf(stderr, "ll3 run: the prompt has %zu tokens, more than the context of %lld allows\n",
                  tokens.size(), static_cast<long long>(so.context));
     return 1;
   }
-  Result<std::unique_ptr<Session>> session = Session::create(**model, so);
-  if (!session.ok()) {
-    std::fprintf(stderr, "ll3 run: %s\n", session.message().c_str());
-    return 1;
-  }
+  Result<std::unique_ptr<Session>> session = Session::create(model, so);
+  if (!session.ok()) return fail("run", session.message());
   auto print = [](std::string_view text) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
     return true;
   };
-  Result<GenerateStats> st = generate(**session, **tok, tokens, gf.gen, print);
+  Result<GenerateStats> st = generate(**session, tok, tokens, gf.gen, print);
   std::printf("\n");
-  if (!st.ok()) {
-    std::fprintf(stderr, "ll3 run: %s\n", st.message().c_str());
-    return 1;
-  }
+  if (!st.ok()) return fail("run", st.message());
   if (!quiet) {
     const GenerateStats& s = st.value();
     std::fprintf(stderr, "ll3: prompt %lld tokens in %.2f s (%.1f t/s); generated %lld tokens in %.2f s (%.1f t/s); %s\n",
