@@ -1,6 +1,8 @@
 #include <cmath>
 
+#include "core/cpu_features.h"
 #include "core/half.h"
+#include "kernels/float_kernels.h"
 #include "kernels/ops.h"
 #include "kernels/type_traits.h"
 
@@ -80,8 +82,9 @@ void axpy_kv(float a, const void* v, float* out, int64_t n, DType t) {
     const float* s = static_cast<const float*>(v);
     for (int64_t i = 0; i < n; ++i) out[i] += a * s[i];
   } else {
-    const uint16_t* s = static_cast<const uint16_t*>(v);
-    for (int64_t i = 0; i < n; ++i) out[i] += a * f16_to_f32(s[i]);
+    static const auto f16_axpy =
+        cpu_features().has_avx2_set() ? kernels::avx2::f16_axpy : kernels::ref::f16_axpy;
+    f16_axpy(a, v, out, n);
   }
 }
 

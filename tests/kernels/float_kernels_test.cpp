@@ -1,0 +1,114 @@
+// F32 / F16 / BF16 row kernels and the half-precision conversions: every SIMD version against
+// its scalar reference on random data at odd sizes.
+#include <gtest/gtest.h>
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "core/cpu_features.h"
+#include "core/half.h"
+#include "kernels/float_kernels.h"
+
+namespace ll3 {
+namespace {
+
+using DotFn = float (*)(const void*, const float*, int64_t);
+
+std::vector<uint16_t> to_f16(const std::vector<float>& x) {
+  std::vector<uint16_t> h(x.size());
+  kernels::ref::f16_from_float(x.data(), h.data(), static_cast<int64_t>(x.size()));
+  return h;
+}
+std::vector<uint16_t> to_bf16(const std::vector<float>& x) {
+  std::vector<uint16_t> h(x.size());
+  kernels::ref::bf16_from_float(x.data(), h.data(), static_cast<int64_t>(x.size()));
+  return h;
+}
+
+void check_dots(DotFn f32, DotFn f16, DotFn bf16) {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int64_t n : {1, 7, 8, 15, 16, 17, 31, 32, 33, 100, 1000, 4099}) {
+    std::vector<float> w(n), x(n);
+    for (float& v : w) v = nd(rng);
+    for (float& v : x) v = nd(rng);
+    const float tol = 1e-5f * std::sqrt(static_cast<float>(n)) * 8;
+    EXPECT_NEAR(f32(w.data(), x.data(), n), kernels::ref::f32_dot(w.data(), x.data(), n), tol) << n;
+    auto h = to_f16(w);
+    EXPECT_NEAR(f16(h.data(), x.data(), n), kernels::ref::f16_dot(h.data(), x.data(), n), tol) << n;
+    auto b = to_bf16(w);
+    EXPECT_NEAR(bf16(b.data(), x.data(), n), kernels::ref::bf16_dot(b.data(), x.data(), n), tol) << n;
+  }
+}
+
+TEST(FloatKernels, Avx2DotsMatchReference) {
+  if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "no AVX2";
+  check_dots(kernels::avx2::f32_dot, kernels::avx2::f16_dot, kernels::avx2::bf16_dot);
+}
+
+TEST(FloatKernels, Avx512DotsMatchReference) {
+  if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "no AVX-512";
+  check_dots(kernels::avx512::f32_dot, kernels::avx512::f16_dot, kernels::avx512::bf16_dot);
+}
+
+TEST(FloatKernels, Avx2F16ToFloatAndAxpyMatchReference) {
+  if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "no AVX2";
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  for (int64_t n : {1, 8, 13, 64, 67}) {
+    std::vector<float> x(n);
+    for (float& v : x) v = nd(rng);
+    auto h = to_f16(x);
+    std::vector<float> a(n), b(n);
+    kernels::avx2::f16_to_float(h.data(), a.data(), n);
+    kernels::ref::f16_to_float(h.data(), b.data(), n);
+    EXPECT_EQ(a, b) << n;  // conversion is exact
+    std::vector<float> o1(n), o2(n);
+    for (int64_t i = 0; i < n; ++i) o1[i] = o2[i] = nd(rng);
+    kernels::avx2::f16_axpy(0.37f, h.data(), o1.data(), n);
+    kernels::ref::f16_axpy(0.37f, h.data(), o2.data(), n);
+    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(o1[i], o2[i], 1e-6f * (1 + std::fabs(o2[i]))) << n << " " << i;
+  }
+}
+
+// The scalar half conversions against the hardware's (F16C), over every half value and many
+// floats including subnormals, ties and overflow.
+TEST(HalfConversions, MatchHardwareRounding) {
+  if (!cpu_features().f16c) GTEST_SKIP() << "no F16C";
+  for (uint32_t h = 0; h < 65536; ++h) {
+    float hw = _cvtsh_ss(static_cast<unsigned short>(h));
+    float sw = f16_to_f32(static_cast<uint16_t>(h));
+    if (std::isnan(hw)) {
+      EXPECT_TRUE(std::isnan(sw));
+    } else {
+      ASSERT_EQ(std::memcmp(&hw, &sw, 4), 0) << std::hex << h;
+    }
+  }
+  std::mt19937 rng(9);
+  for (int i = 0; i < 2000000; ++i) {
+    uint32_t bits = static_cast<uint32_t>(rng());
+    if (i % 2) bits = (bits & 0x80000000u) | (0x33000000u + bits % 0x15000000u);  // near the f16 range
+    float f;
+    std::memcpy(&f, &bits, 4);
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(f32_to_f16(f), _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT)) << std::hex << bits;
+  }
+}
+
+TEST(HalfConversions, Bf16RoundsToNearestEven) {
+  EXPECT_EQ(f32_to_bf16(1.0f), 0x3f80);
+  float f;
+  uint32_t bits = 0x3f808000u;  // exactly halfway between 0x3f80 and 0x3f81: even stays
+  std::memcpy(&f, &bits, 4);
+  EXPECT_EQ(f32_to_bf16(f), 0x3f80);
+  bits = 0x3f818000u;  // halfway between 0x3f81 and 0x3f82: rounds up to even
+  std::memcpy(&f, &bits, 4);
+  EXPECT_EQ(f32_to_bf16(f), 0x3f82);
+  EXPECT_EQ(bf16_to_f32(0xc040), -3.0f);
+}
+
+}  // namespace
+}  // namespace ll3
