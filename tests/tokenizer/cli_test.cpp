@@ -20,7 +20,7 @@ std::string q(const std::string& s) {  // single-quote for sh
 class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (test::shared_dir().empty()) GTEST_SKIP() << "shared data directory not found";
+    LL3_REQUIRE_SHARED();
     gguf_ = test::shared_dir() + "/models/tiny-llama3-f32.gguf";
     hf_ = test::shared_dir() + "/tokenizers/llama3";
     bin_ = test::ll3_binary();
