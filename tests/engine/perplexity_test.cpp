@@ -236,7 +236,10 @@ TEST(Perplexity, SelfKlIsZeroAndBaseMismatchesAreRejected) {
   EXPECT_LT(self->kl.kld_max, 1e-4);
   EXPECT_DOUBLE_EQ(self->kl.same_top.mean, 1.0);
   EXPECT_NEAR(self->kl.ppl.mean, saved->ppl.ppl(), 1e-4 * saved->ppl.ppl());
-  EXPECT_NEAR(self->kl.ppl_base.mean, saved->ppl.ppl(), 1e-3 * saved->ppl.ppl());
+  // The base file clamps log-probabilities 16 nats below the best token (llama.cpp's format),
+  // which a random-weight model's targets often are: its base perplexity can only come out lower.
+  EXPECT_LE(self->kl.ppl_base.mean, saved->ppl.ppl() * (1 + 1e-4));
+  EXPECT_GT(self->kl.ppl_base.mean, 1.0);
 
   // Another text: rejected, naming the first differing token.
   std::vector<int32_t> other = t.tok->encode(random_text(80, 3), true, false);
