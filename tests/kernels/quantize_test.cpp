@@ -237,6 +237,10 @@ TEST(Quantize, HuggingFaceDirectoryMatchesGguf) {
     }
     EXPECT_EQ((*a)->find("tokenizer.ggml.tokens")->strings.size(), (*b)->find("tokenizer.ggml.tokens")->strings.size());
   }
+  // The CLI takes the directory too, and writes the same file as the library call.
+  auto cli = test::run_command(test::ll3_binary() + " quantize " + dir + "/hf " + dir + "/cli.gguf q4_k_m -t 2 2>&1", true);
+  ASSERT_EQ(cli.exit_code, 0) << cli.output;
+  EXPECT_EQ(test::read_file(dir + "/cli.gguf"), test::read_file(dir + "/from_hf.gguf"));
 }
 
 TEST(Quantize, Cli) {
