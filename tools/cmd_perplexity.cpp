@@ -9,7 +9,6 @@
 #include "commands.h"
 #include "engine/perplexity.h"
 #include "engine/session.h"
-#include "model/model_tokenizer.h"
 
 namespace ll3::cli {
 
@@ -109,28 +108,22 @@ int cmd_perplexity(int argc, char** argv) {
   Result<std::string> text = read_text_file(text_path);
   if (!text.ok()) return ap.usage_error(text.message());
 
-  auto fail = [](const std::string& msg) {
-    std::fprintf(stderr, "ll3 perplexity: %s\n", msg.c_str());
-    return 1;
-  };
   std::unique_ptr<LogProbReader> base;
   if (!base_path.empty()) {
     Result<std::unique_ptr<LogProbReader>> r = LogProbReader::open(base_path);
-    if (!r.ok()) return fail(r.message());
+    if (!r.ok()) return fail("perplexity", r.message());
     base = std::move(r.value());
     if (ctx == 0) ctx = base->n_ctx();
   }
   if (ctx == 0) ctx = 512;
 
-  Result<std::string> path = resolve_model_path(model_path);
-  if (!path.ok()) return fail(path.message());
-  Result<std::unique_ptr<LlamaModel>> model = load_model_verbose(*path);
-  if (!model.ok()) return fail(model.message());
-  Result<std::unique_ptr<Tokenizer>> tok = load_model_tokenizer(**model);
-  if (!tok.ok()) return fail(tok.message());
+  Result<LoadedModel> loaded = load_model_cli(model_path, true);
+  if (!loaded.ok()) return fail("perplexity", loaded.message());
+  const LlamaModel& model = *loaded->model;
+  const Tokenizer& tok = *loaded->tokenizer;
   const double t_tok = now_seconds();
   // As llama-perplexity: one BOS at the start, no special-token parsing in the text.
-  std::vector<int32_t> tokens = (*tok)->encode(*text, true, false);
+  std::vector<int32_t> tokens = tok.encode(*text, true, false);
   std::fprintf(stderr, "ll3 perplexity: %s: %zu tokens (%.2f s); chunks of %lld, scoring the last %lld of each\n",
                text_path.c_str(), tokens.size(), now_seconds() - t_tok, ctx, ctx - 1 - ctx / 2);
 
@@ -140,8 +133,8 @@ int cmd_perplexity(int argc, char** argv) {
   so.threads = threads;
   so.kv_type = kvt.value();
   so.int8_activations = !float_act;
-  Result<std::unique_ptr<Session>> session = Session::create(**model, so);
-  if (!session.ok()) return fail(session.message());
+  Result<std::unique_ptr<Session>> session = Session::create(model, so);
+  if (!session.ok()) return fail("perplexity", session.message());
 
   PerplexityOptions opt;
   opt.n_ctx = ctx;
@@ -149,9 +142,9 @@ int cmd_perplexity(int argc, char** argv) {
   opt.save_path = save_path;
   opt.kl_base = base.get();
   const bool tty = isatty(STDERR_FILENO) != 0;
-  Result<PerplexityResult> res = compute_perplexity(**session, tokens, (*tok)->bos_id(), opt,
+  Result<PerplexityResult> res = compute_perplexity(**session, tokens, tok.bos_id(), opt,
                                                     [tty](const PerplexityProgress& p) { print_progress(p, tty); });
-  if (!res.ok()) return fail(res.message());
+  if (!res.ok()) return fail("perplexity", res.message());
   const PerplexityResult& r = *res;
   std::printf("%lld chunks of %lld tokens, %lld positions scored\n", static_cast<long long>(r.n_chunk), ctx,
               static_cast<long long>(r.ppl.count));
