@@ -41,6 +41,27 @@ class ThreadPool {
   // all have finished.
   void run(FunctionRef<void(int, int)> fn);
 
+  // Hands out [0, n) in chunks of `chunk` from a shared counter: fn(begin, end, thread_index)
+  // per chunk. A thread that runs faster (or is not preempted) takes more chunks, so one slow
+  // thread does not hold the others at the barrier.
+  template <class F>
+  void parallel_for_dynamic(int64_t n, int64_t chunk, F&& fn) {
+    if (chunk < 1) chunk = 1;
+    if (n_threads_ == 1 || n <= chunk) {
+      if (n > 0) fn(int64_t{0}, n, 0);
+      return;
+    }
+    std::atomic<int64_t> next{0};
+    auto body = [&](int t, int) {
+      for (;;) {
+        const int64_t begin = next.fetch_add(chunk, std::memory_order_relaxed);
+        if (begin >= n) return;
+        fn(begin, begin + chunk < n ? begin + chunk : n, t);
+      }
+    };
+    run(body);
+  }
+
   // Splits [0, n) into one contiguous range per thread: fn(begin, end, thread_index).
   template <class F>
   void parallel_for(int64_t n, F&& fn) {

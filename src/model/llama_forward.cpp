@@ -151,7 +151,9 @@ void LlamaRunner::attention(const BatchPlan& plan, int64_t layer) {
   const DType kv_type = kv_.config().type;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
 
-  pool_.parallel_for(T * n_heads, [&](int64_t begin, int64_t end, int thread) {
+  // Rows late in a prompt attend over more positions: hand out small chunks so the threads
+  // finish together.
+  pool_.parallel_for_dynamic(T * n_heads, std::max<int64_t>(1, n_heads / 4), [&](int64_t begin, int64_t end, int thread) {
     float* scores = &scores_[static_cast<size_t>(thread) * cap];
     for (int64_t job = begin; job < end; ++job) {
       const int64_t t = job / n_heads, h = job % n_heads;

@@ -8,6 +8,12 @@ namespace ll3 {
 
 namespace {
 
+// Rows per work item: small enough that threads finish together (a preempted thread leaves
+// its share to the others), large enough that the shared counter is touched rarely.
+int64_t row_chunk(const ThreadPool& pool, int64_t rows) {
+  return std::max<int64_t>(16, rows / (static_cast<int64_t>(pool.size()) * 16));
+}
+
 // Integer path: quantize each activation row once, then dot every weight row with each of them.
 void matmul_q(ThreadPool& pool, const WeightMatrix& W, const float* x, float* y, int64_t n,
               const MatmulScratch& scratch) {
@@ -18,7 +24,7 @@ void matmul_q(ThreadPool& pool, const WeightMatrix& W, const float* x, float* y,
   pool.parallel_for(n, [&](int64_t begin, int64_t end, int) {
     for (int64_t t = begin; t < end; ++t) act.from_float(x + t * cols, scratch.xq + t * xq_bytes, cols);
   });
-  pool.parallel_for(rows, [&](int64_t begin, int64_t end, int) {
+  pool.parallel_for_dynamic(rows, row_chunk(pool, rows), [&](int64_t begin, int64_t end, int) {
     if (n == 1) {
       for (int64_t r = begin; r < end; ++r) y[r] = tr.dot_q(W.row(r), scratch.xq, cols);
       return;
@@ -41,7 +47,7 @@ void matmul(ThreadPool& pool, const WeightMatrix& W, const float* x, float* y, i
   }
   const int64_t rows = W.rows, cols = W.cols;
   if (n == 1) {
-    pool.parallel_for(rows, [&](int64_t begin, int64_t end, int) {
+    pool.parallel_for_dynamic(rows, row_chunk(pool, rows), [&](int64_t begin, int64_t end, int) {
       for (int64_t r = begin; r < end; ++r) y[r] = tr.dot_f32(W.row(r), x, cols);
     });
     return;
@@ -50,7 +56,7 @@ void matmul(ThreadPool& pool, const WeightMatrix& W, const float* x, float* y, i
   // once per block into the thread's scratch (F32 weights are used in place).
   static const kernels::GemmF32Fn gemm = kernels::gemm_f32();
   const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
-  pool.parallel_for(blocks, [&](int64_t begin, int64_t end, int thread) {
+  pool.parallel_for_dynamic(blocks, 1, [&](int64_t begin, int64_t end, int thread) {
     float* wrows = scratch.rows + static_cast<size_t>(thread) * kRowBlock * scratch.max_cols;
     for (int64_t b = begin; b < end; ++b) {
       const int64_t r0 = b * kRowBlock, nr = std::min<int64_t>(kRowBlock, rows - r0);
