@@ -30,6 +30,8 @@ namespace avx512 {
 float f32_dot(const void* row, const float* x, int64_t n);
 float f16_dot(const void* row, const float* x, int64_t n);
 float bf16_dot(const void* row, const float* x, int64_t n);
+void f16_to_float(const void* src, float* dst, int64_t n);
+void bf16_to_float(const void* src, float* dst, int64_t n);
 }  // namespace avx512
 
 }  // namespace ll3::kernels

@@ -119,6 +119,8 @@ Table make_best_table() {
     t[size_t(DType::F32)].dot_f32 = kernels::avx512::f32_dot;
     t[size_t(DType::F16)].dot_f32 = kernels::avx512::f16_dot;
     t[size_t(DType::BF16)].dot_f32 = kernels::avx512::bf16_dot;
+    t[size_t(DType::F16)].to_float = kernels::avx512::f16_to_float;
+    t[size_t(DType::BF16)].to_float = kernels::avx512::bf16_to_float;
     set_quant_kernels<Avx512>(t);
   }
   return t;

@@ -74,6 +74,25 @@ TEST(FloatKernels, Avx2F16ToFloatAndAxpyMatchReference) {
   }
 }
 
+TEST(FloatKernels, Avx512ToFloatIsExact) {
+  if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "no AVX-512";
+  std::mt19937 rng(6);
+  std::normal_distribution<float> nd(0.0f, 5.0f);
+  for (int64_t n : {1, 15, 16, 17, 64, 77}) {
+    std::vector<float> x(n);
+    for (float& v : x) v = nd(rng);
+    auto h = to_f16(x);
+    auto b = to_bf16(x);
+    std::vector<float> a(n), r(n);
+    kernels::avx512::f16_to_float(h.data(), a.data(), n);
+    kernels::ref::f16_to_float(h.data(), r.data(), n);
+    EXPECT_EQ(a, r) << n;
+    kernels::avx512::bf16_to_float(b.data(), a.data(), n);
+    kernels::ref::bf16_to_float(b.data(), r.data(), n);
+    EXPECT_EQ(a, r) << n;
+  }
+}
+
 // The scalar half conversions against the hardware's (F16C), over every half value and many
 // floats including subnormals, ties and overflow.
 TEST(HalfConversions, MatchHardwareRounding) {

@@ -60,4 +60,20 @@ float bf16_dot(const void* row, const float* x, int64_t n) {
   return sum;
 }
 
+void f16_to_float(const void* src, float* dst, int64_t n) {
+  const uint16_t* s = static_cast<const uint16_t*>(src);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i))));
+  }
+  for (; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+}
+
+void bf16_to_float(const void* src, float* dst, int64_t n) {
+  const uint16_t* s = static_cast<const uint16_t*>(src);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, load_bf16(s + i));
+  for (; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+}
+
 }  // namespace ll3::kernels::avx512
