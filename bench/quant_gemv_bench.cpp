@@ -4,6 +4,7 @@
 // default: W is 4-35 MB, larger than the caches, as in real decoding.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -68,6 +69,50 @@ void gemv_q(benchmark::State& state, DType t) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.size()));
 }
+
+// The decode path as old and new kernels: one dot_q per row (wrows false) or dot_q_wrows over
+// chunks of 16 rows, the work unit the matmul hands a thread.
+void gemv_wrows(benchmark::State& state, DType t, bool wrows) {
+  const int64_t n = state.range(0), rows = state.range(1);
+  const ll3::TypeTraits* tt = ll3::type_traits(t);
+  if (wrows && tt->dot_q_wrows == nullptr) {
+    state.SkipWithError("no dot_q_wrows");
+    return;
+  }
+  const ll3::TypeTraits* act = ll3::type_traits(tt->vec_dot_type);
+  const std::vector<uint8_t> w = make_weights(t, n, rows);
+  const size_t row_bytes = ll3::dtype_row_bytes(t, n);
+  std::vector<float> x(n), y(rows);
+  std::vector<uint8_t> xq(ll3::dtype_row_bytes(tt->vec_dot_type, n));
+  std::mt19937 rng(1);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for (float& v : x) v = g(rng);
+  act->from_float(x.data(), xq.data(), n);
+  constexpr int64_t kChunk = 16;
+  for (auto _ : state) {
+    for (int64_t r0 = 0; r0 < rows; r0 += kChunk) {
+      const int64_t nr = std::min(kChunk, rows - r0);
+      if (wrows) {
+        tt->dot_q_wrows(w.data() + r0 * row_bytes, row_bytes, nr, xq.data(), n, y.data() + r0);
+      } else {
+        for (int64_t r = r0; r < r0 + nr; ++r) y[r] = tt->dot_q(w.data() + r * row_bytes, xq.data(), n);
+      }
+    }
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.size()));
+}
+
+// Old and new interleaved, so both see the same machine load: compare medians of repetitions
+// (--benchmark_repetitions=5 --benchmark_enable_random_interleaving=true).
+#define LL3_GEMV_WROWS(T)                                                                              \
+  BENCHMARK_CAPTURE(gemv_wrows, T##_dot_q, DType::T, false)->Args({2048, 8192})->Args({8192, 2048})->Args({2048, 512})->Unit(benchmark::kMicrosecond); \
+  BENCHMARK_CAPTURE(gemv_wrows, T##_wrows, DType::T, true)->Args({2048, 8192})->Args({8192, 2048})->Args({2048, 512})->Unit(benchmark::kMicrosecond);
+
+LL3_GEMV_WROWS(Q4_K)
+LL3_GEMV_WROWS(Q6_K)
+LL3_GEMV_WROWS(Q8_0)
 
 // Prompt processing: W (rows x n) times `tokens` activation rows through dot_q_rows (each weight
 // row unpacked once per few tokens) or, with per_row, one dot_q per (row, token). Counts 2 ops

@@ -82,6 +82,10 @@ void q4_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t 
 void q5_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride);
 void q6_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride);
 void q8_0_dot_q8_0_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride);
+// Several weight rows (row_stride bytes apart) against one activation row (TypeTraits::dot_q_wrows).
+void q4_k_dot_q8_k_wrows(const void* rows, size_t row_stride, int64_t nrows, const void* xq, int64_t n, float* y);
+void q6_k_dot_q8_k_wrows(const void* rows, size_t row_stride, int64_t nrows, const void* xq, int64_t n, float* y);
+void q8_0_dot_q8_0_wrows(const void* rows, size_t row_stride, int64_t nrows, const void* xq, int64_t n, float* y);
 }  // namespace avx512
 
 #undef LL3_QUANT_ROW_KERNELS

@@ -23,6 +23,13 @@ void rows_by_dot(const void* row, const void* xq, size_t stride, int64_t nx, int
   for (int64_t j = 0; j < nx; ++j) y[j * y_stride] = Dot(row, a + j * stride, n);
 }
 
+// dot_q_wrows reference: one dot_q per weight row.
+template <DotQ Dot>
+void wrows_by_dot(const void* rows, size_t row_stride, int64_t nrows, const void* xq, int64_t n, float* y) {
+  const uint8_t* w = static_cast<const uint8_t*>(rows);
+  for (int64_t r = 0; r < nrows; ++r) y[r] = Dot(w + r * row_stride, xq, n);
+}
+
 // Every supported type registers here; a type with no to_float is unsupported.
 Table make_ref_table() {
   Table t{};
@@ -59,6 +66,9 @@ Table make_ref_table() {
   LL3_INT_PATH(Q5_K, Q8_K, q5_k_dot_q8_k)
   LL3_INT_PATH(Q6_K, Q8_K, q6_k_dot_q8_k)
 #undef LL3_INT_PATH
+  t[size_t(DType::Q4_K)].dot_q_wrows = wrows_by_dot<q4_k_dot_q8_k>;
+  t[size_t(DType::Q6_K)].dot_q_wrows = wrows_by_dot<q6_k_dot_q8_k>;
+  t[size_t(DType::Q8_0)].dot_q_wrows = wrows_by_dot<q8_0_dot_q8_0>;
   return t;
 }
 
@@ -90,6 +100,11 @@ void set_quant_kernels(Table& t) {
   LL3_SET(Q5_K, q5_k, q8_k)
   LL3_SET(Q6_K, q6_k, q8_k)
 #undef LL3_SET
+  if constexpr (std::is_same_v<Isa, Avx2>) {  // the decode loop over rows keeps this ISA's dot_q
+    t[size_t(DType::Q4_K)].dot_q_wrows = wrows_by_dot<kernels::avx2::q4_k_dot_q8_k>;
+    t[size_t(DType::Q6_K)].dot_q_wrows = wrows_by_dot<kernels::avx2::q6_k_dot_q8_k>;
+    t[size_t(DType::Q8_0)].dot_q_wrows = wrows_by_dot<kernels::avx2::q8_0_dot_q8_0>;
+  }
   if constexpr (std::is_same_v<Isa, Avx512>) {
     // Activation quantizers (bit-identical to the reference ones, so results do not depend on
     // the CPU), and the batched kernels of the common types.
@@ -102,6 +117,9 @@ void set_quant_kernels(Table& t) {
     t[size_t(DType::Q5_K)].dot_q_rows = kernels::avx512::q5_k_dot_q8_k_rows;
     t[size_t(DType::Q6_K)].dot_q_rows = kernels::avx512::q6_k_dot_q8_k_rows;
     t[size_t(DType::Q8_0)].dot_q_rows = kernels::avx512::q8_0_dot_q8_0_rows;
+    t[size_t(DType::Q4_K)].dot_q_wrows = kernels::avx512::q4_k_dot_q8_k_wrows;
+    t[size_t(DType::Q6_K)].dot_q_wrows = kernels::avx512::q6_k_dot_q8_k_wrows;
+    t[size_t(DType::Q8_0)].dot_q_wrows = kernels::avx512::q8_0_dot_q8_0_wrows;
   }
 }
 

@@ -32,6 +32,11 @@ struct TypeTraits {
   // row, which is what prompt processing wants. Set whenever dot_q is.
   void (*dot_q_rows)(const void* row, const void* xq, size_t xq_stride, int64_t nx, int64_t n, float* y,
                      size_t y_stride) = nullptr;
+  // dot_q of nrows weight rows (row_stride bytes apart) against one activation row, y[r] for row
+  // r: the decode path. The activation blocks are loaded once per few weight rows and the rows
+  // give the core independent work. nullptr where the type has no such kernel (use dot_q).
+  void (*dot_q_wrows)(const void* rows, size_t row_stride, int64_t nrows, const void* xq, int64_t n,
+                      float* y) = nullptr;
 };
 
 // The fastest kernels for this CPU; nullptr when the type is not supported.

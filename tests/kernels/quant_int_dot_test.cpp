@@ -207,6 +207,69 @@ TEST(QuantIntDot, Avx512RowKernels) {
   }
 }
 
+// dot_q_wrows (several weight rows against one activation row, the decode path) against the
+// reference dot row by row: random bytes (with sane f16 scales) and quantized rows, odd block
+// counts, row counts around the kernels' passes and chunks, rows padded apart.
+TEST(QuantIntDot, WeightRowsMatchReference) {
+  struct {
+    DType type;
+    void (*avx512)(const void*, size_t, int64_t, const void*, int64_t, float*);
+  } cases[] = {{DType::Q4_K, kernels::avx512::q4_k_dot_q8_k_wrows},
+               {DType::Q6_K, kernels::avx512::q6_k_dot_q8_k_wrows},
+               {DType::Q8_0, kernels::avx512::q8_0_dot_q8_0_wrows}};
+  const bool has_avx512 = cpu_features().has_avx512_set();
+  for (const auto& c : cases) {
+    const IntKernels* k = nullptr;
+    const std::vector<IntKernels> all = all_int_kernels();
+    for (const IntKernels& e : all) if (e.type == c.type) k = &e;
+    ASSERT_NE(k, nullptr);
+    const TypeTraits* ref = type_traits_ref(c.type);
+    const TypeTraits* act = type_traits_ref(ref->vec_dot_type);
+    ASSERT_NE(ref->dot_q_wrows, nullptr);
+    ASSERT_NE(type_traits(c.type)->dot_q_wrows, nullptr);
+    std::mt19937 rng(static_cast<uint32_t>(c.type) * 7u + 5);
+    const int64_t bs = dtype_info(c.type).block_size;
+    for (int64_t blocks : {1, 3, 8, 37}) {
+      const int64_t n = bs * blocks;
+      const size_t row_bytes = dtype_row_bytes(c.type, n), stride = row_bytes + 48;
+      const int64_t max_rows = 21;
+      std::vector<uint8_t> w(stride * max_rows);
+      for (int64_t r = 0; r < max_rows; ++r) {
+        const std::vector<uint8_t> row = random_weights(*k, n, rng, r % 3 == 0);
+        std::memcpy(w.data() + r * stride, row.data(), row_bytes);
+      }
+      std::normal_distribution<float> g(0.0f, 1.0f);
+      std::vector<float> x(n);
+      for (float& v : x) v = g(rng);
+      std::vector<uint8_t> xq(dtype_row_bytes(ref->vec_dot_type, n));
+      act->from_float(x.data(), xq.data(), n);
+      std::vector<float> wf(n), af(n);
+      act->to_float(xq.data(), af.data(), n);
+      for (int64_t nrows : {int64_t{1}, int64_t{2}, int64_t{5}, int64_t{16}, max_rows}) {
+        for (int impl = 0; impl < 3; ++impl) {
+          if (impl == 2 && !has_avx512) continue;
+          auto* fn = impl == 0 ? ref->dot_q_wrows : impl == 1 ? type_traits(c.type)->dot_q_wrows : c.avx512;
+          std::vector<float> y(nrows + 1, -7.0f);
+          fn(w.data(), stride, nrows, xq.data(), n, y.data());
+          EXPECT_EQ(y[nrows], -7.0f) << "wrote past nrows";
+          for (int64_t r = 0; r < nrows; ++r) {
+            ref->to_float(w.data() + r * stride, wf.data(), n);
+            double mag = 0;
+            for (int64_t i = 0; i < n; ++i) mag += std::fabs(double(wf[i]) * af[i]);
+            const float want = ref->dot_q(w.data() + r * stride, xq.data(), n);
+            if (impl == 0) {
+              EXPECT_EQ(y[r], want) << "reference must loop dot_q";
+            } else {
+              EXPECT_NEAR(y[r], want, 4e-6 * mag + 1e-30)
+                  << dtype_name(c.type) << " impl " << impl << " blocks " << blocks << " nrows " << nrows << " row " << r;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // The SIMD activation quantizers give the reference's bytes, on data with exact ties (x * id
 // landing on .5), repeated extremes of both signs, zeros and a wide range of scales.
 TEST(QuantIntDot, Avx512ActivationQuantizersAreExact) {

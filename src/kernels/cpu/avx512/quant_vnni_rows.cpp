@@ -334,6 +334,197 @@ void q8_0_rows(const void* row, const void* xq, size_t stride, int64_t n, float*
   for (int x = 0; x < NX; ++x) y[x * y_stride] = hsum8(acc[x]);
 }
 
+// ---- Decode: several weight rows against one activation row (dot_q_wrows) -------------------
+// The kernels take R weight rows per pass (each activation load shared by R rows). Measured
+// single-thread on weights outside L2, R = 2 or 4 was slower than R = 1: interleaved row streams
+// defeat the hardware prefetcher. What pays is a software prefetch ahead in the (contiguous)
+// weight stream and, for Q4_K, less work per block. Q6_K and Q8_0 give bit-identical results
+// to their dot_q; Q4_K groups the integer sums differently (same to float rounding).
+constexpr int kWRows = 1;
+
+// Software prefetch distance in the weight stream: 2 KB ahead took Q4_K from 19.8 to 23.9 GB/s
+// single-thread (768 B: 21.4, 4-8 KB: 22); the hardware prefetcher alone falls behind.
+constexpr int kPrefetchBytes = 2048;
+
+// Prefetch the kLines cache lines kPrefetchBytes past p (one block's worth).
+template <int kLines>
+inline void prefetch_ahead(const void* p) {
+  const char* pf = static_cast<const char*>(p) + kPrefetchBytes;
+  LL3_UNROLL for (int l = 0; l < kLines; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+}
+
+template <class Block>
+inline const Block* wrow(const void* rows, size_t row_stride, int r) {
+  return reinterpret_cast<const Block*>(static_cast<const uint8_t*>(rows) + r * row_stride);
+}
+
+// The 8 scales and 8 mins of a Q4_K / Q5_K block (12 packed bytes at p; 16 bytes are read) as
+// bytes: sc_0..sc_7 in bytes 0-7, m_0..m_7 in bytes 8-15. SIMD form of quant::k4_scale_min:
+//   j < 4: sc_j = s[j] & 63,                       m_j = s[j+4] & 63
+//   j >= 4: sc_j = s[j+4] & 15 | (s[j-4] >> 6) << 4, m_j = s[j+4] >> 4 | (s[j] >> 6) << 4
+inline __m128i k4_scales_mins(const uint8_t* p) {
+  const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i a = _mm_shuffle_epi8(x, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+  const __m128i b = _mm_shuffle_epi8(x, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+  const __m128i lo = _mm_blend_epi32(_mm_and_si128(a, _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0)),
+                                     _mm_and_si128(_mm_srli_epi16(a, 4), _mm_set1_epi8(0x0F)), 0b1000);
+  return _mm_or_si128(lo, _mm_and_si128(_mm_srli_epi16(b, 2), _mm_set1_epi8(0x30)));
+}
+
+// Q4_K decode. A 64-byte load of qs holds two chunks: its low nibbles are sub-blocks 4j and
+// 4j+2, its high nibbles 4j+1 and 4j+3 (j = 0, 1). The activation is copied once per segment
+// into that order (kPermLo / kPermHi halves), 64-byte aligned, for all the rows of the call.
+// The two vpdpbusd results of a load are narrowed into one vector by vpackssdw (each int32 is a
+// sum of four u4 x s8 products, |p| < 2^13) and scaled by one vpdpwssd: per 128-bit lane L the
+// pack holds 4 words of the low-nibble product, then 4 of the high-nibble one, so its scales
+// are words [s_lo x4, s_hi x4] with s_lo = sub-block 4j + 2 (L >= 2), s_hi = s_lo + 1.
+#define LL3_Z 0x80
+#define LL3_Q(a, b) a, LL3_Z, a, LL3_Z, a, LL3_Z, a, LL3_Z, b, LL3_Z, b, LL3_Z, b, LL3_Z, b, LL3_Z
+alignas(64) constexpr uint8_t kQ4KPackScaleShuf[2][64] = {
+    {LL3_Q(0, 1), LL3_Q(0, 1), LL3_Q(2, 3), LL3_Q(2, 3)},
+    {LL3_Q(4, 5), LL3_Q(4, 5), LL3_Q(6, 7), LL3_Q(6, 7)}};
+#undef LL3_Q
+// Min j twice as int16 (for the activation's 16-value sums 2j and 2j+1): byte 8 + j.
+alignas(32) constexpr uint8_t kQ4KMinShuf[32] = {
+    8,  LL3_Z, 8,  LL3_Z, 9,  LL3_Z, 9,  LL3_Z, 10, LL3_Z, 10, LL3_Z, 11, LL3_Z, 11, LL3_Z,
+    12, LL3_Z, 12, LL3_Z, 13, LL3_Z, 13, LL3_Z, 14, LL3_Z, 14, LL3_Z, 15, LL3_Z, 15, LL3_Z};
+#undef LL3_Z
+
+constexpr int kSegBlocksK = 32;  // activation blocks per prepared segment (8 KB)
+// Weight rows per pass of the Q4_K decode kernel. 2 and 4 (sharing each activation load) were
+// slower on weights outside L2: interleaved row streams defeat the hardware prefetcher.
+constexpr int kQ4KRows = 1;
+
+// a.qs of nblk blocks into the nibble order above: per block and j, 64 bytes for the low
+// nibbles (values 128j + 0..31, 128j + 64..95), then 64 for the high ones (+32..63, +96..127).
+inline void q4_k_prep_act(const BlockQ8_K* a, int nblk, int8_t* out) {
+  for (int b = 0; b < nblk; ++b) {
+    LL3_UNROLL for (int j = 0; j < 2; ++j) {
+      const __m512i v0 = _mm512_loadu_si512(a[b].qs + 128 * j);
+      const __m512i v1 = _mm512_loadu_si512(a[b].qs + 128 * j + 64);
+      _mm512_store_si512(out + 256 * b + 128 * j, _mm512_shuffle_i64x2(v0, v1, 0x44));
+      _mm512_store_si512(out + 256 * b + 128 * j + 64, _mm512_shuffle_i64x2(v0, v1, 0xEE));
+    }
+  }
+}
+
+// R rows over blocks [i0, i0 + nblk), accumulating into acc / acc_min.
+template <int R>
+void q4_k_seg(const uint8_t* rows, size_t rs, const BlockQ8_K* a, const int8_t* ap, int64_t i0, int nblk,
+              __m512* acc, __m256* acc_min) {
+  const __m512i nib = _mm512_set1_epi8(0x0F);
+  const __m256i min_idx = _mm256_load_si256(reinterpret_cast<const __m256i*>(kQ4KMinShuf));
+  __m512 ac[R];
+  __m256 am[R];
+  for (int r = 0; r < R; ++r) {
+    ac[r] = acc[r];
+    am[r] = acc_min[r];
+  }
+  for (int b = 0; b < nblk; ++b) {
+    const int64_t i = i0 + b;
+    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].bsums));
+    const __m128 ad = _mm_set1_ps(a[i].d);
+    const int8_t* apb = ap + 256 * b;
+    LL3_UNROLL for (int r = 0; r < R; ++r) {
+      const BlockQ4_K& w = reinterpret_cast<const BlockQ4_K*>(rows + r * rs)[i];
+      prefetch_ahead<3>(&w);
+      const __m128i sm = k4_scales_mins(w.scales);
+      const __m512i sm512 = _mm512_broadcast_i32x4(sm);
+      __m512i isum = _mm512_setzero_si512();
+      LL3_UNROLL for (int j = 0; j < 2; ++j) {
+        const __m512i v = _mm512_loadu_si512(w.qs + 64 * j);
+        const __m512i lo = _mm512_and_si512(v, nib);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
+        const __m512i plo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_load_si512(apb + 128 * j));
+        const __m512i phi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, _mm512_load_si512(apb + 128 * j + 64));
+        const __m512i sc = _mm512_shuffle_epi8(sm512, _mm512_load_si512(kQ4KPackScaleShuf[j]));
+        isum = _mm512_dpwssd_epi32(isum, _mm512_packs_epi32(plo, phi), sc);
+      }
+      // [d, dmin] * d_a in one conversion and one multiply.
+      uint32_t dd;
+      std::memcpy(&dd, &w.d, 4);
+      const __m128 sd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dd))), ad);
+      ac[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_broadcastss_ps(sd), ac[r]);
+      const __m256i pm = _mm256_madd_epi16(bsums, _mm256_shuffle_epi8(_mm512_castsi512_si256(sm512), min_idx));
+      am[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pm), _mm256_broadcastss_ps(_mm_movehdup_ps(sd)), am[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    acc[r] = ac[r];
+    acc_min[r] = am[r];
+  }
+}
+
+template <int R>
+void q6_k_wrows(const void* rows, size_t rs, const void* xq, int64_t n, float* y) {
+  const BlockQ8_K* a = static_cast<const BlockQ8_K*>(xq);
+  const __m512i nib = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+  const __m512i shl = _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2);
+  const __m512i shr = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2);
+  const __m512i low16 = _mm512_set1_epi32(0xFFFF);
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    __m512i av[4];
+    LL3_UNROLL for (int k = 0; k < 4; ++k) av[k] = _mm512_loadu_si512(a[i].qs + 64 * k);
+    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].bsums));
+    const float ad = a[i].d;
+    LL3_UNROLL for (int r = 0; r < R; ++r) {
+      const BlockQ6_K& w = wrow<BlockQ6_K>(rows, rs, r)[i];
+      prefetch_ahead<4>(&w);
+      const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales));
+      const __m512i sc = _mm512_and_si512(_mm512_cvtepi8_epi32(sc8), low16);
+      const __m256i off = _mm256_madd_epi16(bsums, _mm256_cvtepi8_epi16(sc8));
+      __m512i isum = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(_mm256_slli_epi32(off, 5)));
+      LL3_UNROLL for (int h = 0; h < 2; ++h) {
+        const __m512i l = _mm512_loadu_si512(w.ql + 64 * h);
+        const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qh + 32 * h)));
+        const __m512i u0 = _mm512_or_si512(_mm512_and_si512(l, nib), _mm512_and_si512(_mm512_sllv_epi64(q, shl), m30));
+        const __m512i u1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), nib),
+                                           _mm512_and_si512(_mm512_srlv_epi64(q, shr), m30));
+        const __m512i p0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u0, av[2 * h]);
+        isum = _mm512_dpwssd_epi32(isum, p0, _mm512_permutexvar_epi32(load_idx(kQ6KScaleIdx[2 * h]), sc));
+        const __m512i p1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u1, av[2 * h + 1]);
+        isum = _mm512_dpwssd_epi32(isum, p1, _mm512_permutexvar_epi32(load_idx(kQ6KScaleIdx[2 * h + 1]), sc));
+      }
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(simd::h2f(w.d) * ad), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
+// Q8_0: the dot_q kernel (256-bit, one block per step, sign trick) plus the prefetch. (Two
+// blocks per 512-bit step with unsigned activations, a + 128, measured 10% slower, at 1 and at
+// 4 rows per pass.)
+template <int R>
+void q8_0_wrows(const void* rows, size_t rs, const void* xq, int64_t n, float* y) {
+  const BlockQ8_0* a = static_cast<const BlockQ8_0*>(xq);
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qs));
+    const float ad = simd::h2f(a[i].d);
+    LL3_UNROLL for (int r = 0; r < R; ++r) {
+      const BlockQ8_0& w = wrow<BlockQ8_0>(rows, rs, r)[i];
+      if (i % 2 == 0) prefetch_ahead<2>(&w);
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs));
+      const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(q), _mm256_sign_epi8(av, q));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(simd::h2f(w.d) * ad), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) y[r] = hsum8(acc[r]);
+}
+
+// nrows weight rows in passes of kWRows, the rest (up to kWRows - 1) one by one.
+template <void (*Full)(const void*, size_t, const void*, int64_t, float*),
+          void (*One)(const void*, size_t, const void*, int64_t, float*)>
+void run_wrows(const void* rows, size_t rs, int64_t nrows, const void* xq, int64_t n, float* y) {
+  const uint8_t* w = static_cast<const uint8_t*>(rows);
+  int64_t r = 0;
+  for (; r + kWRows <= nrows; r += kWRows) Full(w + r * rs, rs, xq, n, y + r);
+  for (; r < nrows; ++r) One(w + r * rs, rs, xq, n, y + r);
+}
+
 // Split nx activation rows into passes of at most kMaxNX.
 template <template <int> class K>
 void run_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride) {
@@ -415,6 +606,39 @@ void q4_0_dot_q8_0_rows(const void* row, const void* xq, size_t stride, int64_t 
 }
 void q8_0_dot_q8_0_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride) {
   run_rows<Q80>(row, xq, stride, nx, n, y, y_stride);
+}
+
+void q4_k_dot_q8_k_wrows(const void* rows, size_t row_stride, int64_t nrows, const void* xq, int64_t n, float* y) {
+  constexpr int kRowChunk = 16;  // rows whose accumulators stay live across the segments
+  const BlockQ8_K* a = static_cast<const BlockQ8_K*>(xq);
+  const uint8_t* w = static_cast<const uint8_t*>(rows);
+  const int64_t nb = n / kQKK;
+  alignas(64) int8_t ap[kSegBlocksK * kQKK];  // prepared activation segment
+  __m512 acc[kRowChunk];
+  __m256 acc_min[kRowChunk];
+  for (int64_t r0 = 0; r0 < nrows; r0 += kRowChunk) {
+    const int nr = static_cast<int>(std::min<int64_t>(kRowChunk, nrows - r0));
+    for (int r = 0; r < nr; ++r) {
+      acc[r] = _mm512_setzero_ps();
+      acc_min[r] = _mm256_setzero_ps();
+    }
+    for (int64_t i0 = 0; i0 < nb; i0 += kSegBlocksK) {
+      const int nblk = static_cast<int>(std::min<int64_t>(kSegBlocksK, nb - i0));
+      q4_k_prep_act(a + i0, nblk, ap);
+      int r = 0;
+      for (; r + kQ4KRows <= nr; r += kQ4KRows) {
+        q4_k_seg<kQ4KRows>(w + (r0 + r) * row_stride, row_stride, a, ap, i0, nblk, acc + r, acc_min + r);
+      }
+      for (; r < nr; ++r) q4_k_seg<1>(w + (r0 + r) * row_stride, row_stride, a, ap, i0, nblk, acc + r, acc_min + r);
+    }
+    for (int r = 0; r < nr; ++r) y[r0 + r] = _mm512_reduce_add_ps(acc[r]) - hsum8(acc_min[r]);
+  }
+}
+void q6_k_dot_q8_k_wrows(const void* rows, size_t row_stride, int64_t nrows, const void* xq, int64_t n, float* y) {
+  run_wrows<q6_k_wrows<kWRows>, q6_k_wrows<1>>(rows, row_stride, nrows, xq, n, y);
+}
+void q8_0_dot_q8_0_wrows(const void* rows, size_t row_stride, int64_t nrows, const void* xq, int64_t n, float* y) {
+  run_wrows<q8_0_wrows<kWRows>, q8_0_wrows<1>>(rows, row_stride, nrows, xq, n, y);
 }
 
 }  // namespace ll3::kernels::avx512
