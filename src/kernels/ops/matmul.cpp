@@ -26,7 +26,11 @@ void matmul_q(ThreadPool& pool, const WeightMatrix& W, const float* x, float* y,
   });
   pool.parallel_for_dynamic(rows, row_chunk(pool, rows), [&](int64_t begin, int64_t end, int) {
     if (n == 1) {
-      for (int64_t r = begin; r < end; ++r) y[r] = tr.dot_q(W.row(r), scratch.xq, cols);
+      if (tr.dot_q_wrows != nullptr) {
+        tr.dot_q_wrows(W.row(begin), W.row_bytes, end - begin, scratch.xq, cols, y + begin);
+      } else {
+        for (int64_t r = begin; r < end; ++r) y[r] = tr.dot_q(W.row(r), scratch.xq, cols);
+      }
       return;
     }
     // Each weight row is unpacked once for all activation rows (y is (n, rows): stride rows).
