@@ -37,6 +37,18 @@ alignas(64) constexpr int32_t kQ6KScaleIdx[4][16] = {
     {8, 8, 8, 8, 9, 9, 9, 9, 10, 10, 10, 10, 11, 11, 11, 11},
     {12, 12, 12, 12, 13, 13, 13, 13, 14, 14, 14, 14, 15, 15, 15, 15}};
 
+// Software prefetch distance in the weight stream: 2 KB ahead took Q4_K from 19.8 to 23.9 GB/s
+// single-thread (768 B: 21.4, 4-8 KB: 22); the hardware prefetcher alone falls behind.
+constexpr int kPrefetchBytes = 2048;
+
+// Prefetch the kLines cache lines kPrefetchBytes past p (one block's worth). The
+// one-activation-row kernels (dot_q, decode) use it; the batched ones are not memory-bound.
+template <int kLines>
+inline void prefetch_ahead(const void* p) {
+  const char* pf = static_cast<const char*>(p) + kPrefetchBytes;
+  LL3_UNROLL for (int l = 0; l < kLines; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+}
+
 inline __m512i load_idx(const int32_t* p) { return _mm512_load_si512(p); }
 
 inline float hsum8(__m256 v) {
@@ -68,6 +80,7 @@ void q45_k_rows(const void* row, const void* xq, size_t stride, int64_t n, float
     acc_min[x] = _mm256_setzero_ps();
   }
   for (int64_t i = 0; i < n / kQKK; ++i) {
+    if constexpr (NX == 1) prefetch_ahead<3>(w + i);
     // 6-bit scales and mins of the 8 sub-blocks, 4 per u32 (the layout of quant::k4_scale_min).
     uint32_t s32[3];
     std::memcpy(s32, w[i].scales, 12);
@@ -123,6 +136,7 @@ void q6_k_rows(const void* row, const void* xq, size_t stride, int64_t n, float*
   __m512 acc[NX];
   for (int x = 0; x < NX; ++x) acc[x] = _mm512_setzero_ps();
   for (int64_t i = 0; i < n / kQKK; ++i) {
+    if constexpr (NX == 1) prefetch_ahead<4>(w + i);
     const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[i].scales));
     // Signed scale in the low int16 of each lane, 0 above (vpdpwssd multiplies both halves).
     const __m512i sc = _mm512_and_si512(_mm512_cvtepi8_epi32(sc8), low16);
@@ -321,6 +335,9 @@ void q8_0_rows(const void* row, const void* xq, size_t stride, int64_t n, float*
   __m256 acc[NX];
   for (int x = 0; x < NX; ++x) acc[x] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK; ++i) {
+    if constexpr (NX == 1) {
+      if (i % 2 == 0) prefetch_ahead<2>(w + i);
+    }
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qs));
     const __m256i aq = _mm256_abs_epi8(q);  // sign trick: |w| x (a * sign(w))
     const float d = simd::h2f(w[i].d);
@@ -341,17 +358,6 @@ void q8_0_rows(const void* row, const void* xq, size_t stride, int64_t n, float*
 // weight stream and, for Q4_K, less work per block. Q6_K and Q8_0 give bit-identical results
 // to their dot_q; Q4_K groups the integer sums differently (same to float rounding).
 constexpr int kWRows = 1;
-
-// Software prefetch distance in the weight stream: 2 KB ahead took Q4_K from 19.8 to 23.9 GB/s
-// single-thread (768 B: 21.4, 4-8 KB: 22); the hardware prefetcher alone falls behind.
-constexpr int kPrefetchBytes = 2048;
-
-// Prefetch the kLines cache lines kPrefetchBytes past p (one block's worth).
-template <int kLines>
-inline void prefetch_ahead(const void* p) {
-  const char* pf = static_cast<const char*>(p) + kPrefetchBytes;
-  LL3_UNROLL for (int l = 0; l < kLines; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
-}
 
 template <class Block>
 inline const Block* wrow(const void* rows, size_t row_stride, int r) {
