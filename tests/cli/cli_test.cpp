@@ -159,6 +159,32 @@ TEST(Cli, ChatUsesTemplateAndReusesThePrefix) {
   EXPECT_NE(stats.find("reused), 6 generated", second), std::string::npos) << stats;
 }
 
+TEST(Cli, BenchJsonHasLlamaBenchKeys) {
+  LL3_REQUIRE_SHARED();
+  std::string home = test::temp_dir();  // the roofline cache goes here, not in the real HOME
+  auto r = run_command("HOME=" + home + " " + ll3() + " bench -m " + tiny() + " -p 16 -n 4 -r 2 -t 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json j = nlohmann::json::parse(r.output);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0]["test"], "pp16");
+  EXPECT_EQ(j[0]["n_prompt"], 16);
+  EXPECT_EQ(j[0]["n_gen"], 0);
+  EXPECT_EQ(j[1]["test"], "tg4");
+  EXPECT_EQ(j[1]["n_prompt"], 0);
+  EXPECT_EQ(j[1]["n_gen"], 4);
+  for (const auto& t : j) {
+    EXPECT_EQ(t["threads"], 2);
+    EXPECT_GT(t["avg_ts"].get<double>(), 0.0);
+    EXPECT_GE(t["stddev_ts"].get<double>(), 0.0);
+    EXPECT_EQ(t["model_type"], "f32");
+    EXPECT_GT(t["model_bytes"].get<int64_t>(), 30000000);
+  }
+  EXPECT_GT(j[1]["read_bandwidth_gbps"].get<double>(), 0.0);
+  EXPECT_GT(j[1]["bandwidth_pct"].get<double>(), 0.0);
+  auto bad = run_command(ll3() + " bench -m " + tiny() + " -r 0", true);
+  EXPECT_EQ(bad.exit_code, 2);
+}
+
 TEST(Cli, InspectShowsHyperParametersAndTensors) {
   LL3_REQUIRE_SHARED();
   auto r = run_command(ll3() + " inspect " + test::shared_dir() + "/models/small-llama31-q4_k_m.gguf");
