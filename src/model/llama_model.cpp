@@ -1,6 +1,5 @@
 #include "model/llama_model.h"
 
-#include <cmath>
 #include <filesystem>
 #include <map>
 #include <unordered_map>
