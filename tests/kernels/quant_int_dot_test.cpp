@@ -3,6 +3,8 @@
 // 1, a few and many blocks. Also: the activation quantizers keep their side sums consistent.
 #include <gtest/gtest.h>
 
+#include "quant_test_rows.h"
+
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -41,24 +43,7 @@ std::vector<IntKernels> all_int_kernels() {
 }
 
 std::vector<uint8_t> random_weights(const IntKernels& k, int64_t n, std::mt19937& rng, bool quantized) {
-  const DTypeInfo info = dtype_info(k.type);
-  std::vector<uint8_t> row(dtype_row_bytes(k.type, n));
-  if (quantized) {
-    std::normal_distribution<float> g(0.0f, 0.5f);
-    std::vector<float> x(n);
-    for (float& v : x) v = g(rng);
-    type_traits_ref(k.type)->from_float(x.data(), row.data(), n);
-    return row;
-  }
-  for (uint8_t& b : row) b = static_cast<uint8_t>(rng());
-  std::uniform_real_distribution<float> u(-0.1f, 0.1f);
-  for (int64_t blk = 0; blk < n / info.block_size; ++blk) {
-    for (int off : k.f16_fields) {
-      const uint16_t h = f32_to_f16(u(rng));
-      std::memcpy(row.data() + blk * info.block_bytes + off, &h, 2);
-    }
-  }
-  return row;
+  return test::random_quant_row(k.type, k.f16_fields, n, rng, quantized);
 }
 
 void check(const IntKernels& k, DotQ dot, const char* isa) {

@@ -4,6 +4,8 @@
 // tolerance relative to sum |w x|. ISAs this CPU lacks are skipped (and reported).
 #include <gtest/gtest.h>
 
+#include "quant_test_rows.h"
+
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -44,26 +46,8 @@ std::vector<Kernels> all_kernels() {
   };
 }
 
-// A row of n weights: random bytes with finite f16 fields, or quantized Gaussian data.
 std::vector<uint8_t> random_row(const Kernels& k, int64_t n, std::mt19937& rng, bool quantized) {
-  const DTypeInfo info = dtype_info(k.type);
-  std::vector<uint8_t> row(dtype_row_bytes(k.type, n));
-  if (quantized) {
-    std::normal_distribution<float> g(0.0f, 0.5f);
-    std::vector<float> x(n);
-    for (float& v : x) v = g(rng);
-    type_traits_ref(k.type)->from_float(x.data(), row.data(), n);
-    return row;
-  }
-  for (uint8_t& b : row) b = static_cast<uint8_t>(rng());
-  std::uniform_real_distribution<float> u(-0.1f, 0.1f);
-  for (int64_t blk = 0; blk < n / info.block_size; ++blk) {
-    for (int off : k.f16_fields) {
-      const uint16_t h = f32_to_f16(u(rng));
-      std::memcpy(row.data() + blk * info.block_bytes + off, &h, 2);
-    }
-  }
-  return row;
+  return test::random_quant_row(k.type, k.f16_fields, n, rng, quantized);
 }
 
 void check_isa(const Kernels& k, ToFloat to_float, Dot dot, const char* isa) {
