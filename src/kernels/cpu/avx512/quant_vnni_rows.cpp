@@ -554,43 +554,23 @@ template <int NX> struct Q3K { static void run(const void* r, const void* a, siz
 template <int NX> struct Q40 { static void run(const void* r, const void* a, size_t s, int64_t n, float* y, size_t ys) { q4_0_rows<NX>(r, a, s, n, y, ys); } };
 template <int NX> struct Q80 { static void run(const void* r, const void* a, size_t s, int64_t n, float* y, size_t ys) { q8_0_rows<NX>(r, a, s, n, y, ys); } };
 
+// One weight row against one activation row: the rows kernels with a batch of one.
+template <void (*Rows)(const void*, const void*, size_t, int64_t, float*, size_t)>
+float one_row(const void* row, const void* xq, int64_t n) {
+  float y;
+  Rows(row, xq, 0, n, &y, 0);
+  return y;
+}
+
 }  // namespace
 
-float q4_k_dot_q8_k(const void* row, const void* xq, int64_t n) {
-  float y;
-  q45_k_rows<BlockQ4_K, 1>(row, xq, 0, n, &y, 0);
-  return y;
-}
-float q5_k_dot_q8_k(const void* row, const void* xq, int64_t n) {
-  float y;
-  q45_k_rows<BlockQ5_K, 1>(row, xq, 0, n, &y, 0);
-  return y;
-}
-float q6_k_dot_q8_k(const void* row, const void* xq, int64_t n) {
-  float y;
-  q6_k_rows<1>(row, xq, 0, n, &y, 0);
-  return y;
-}
-float q2_k_dot_q8_k(const void* row, const void* xq, int64_t n) {
-  float y;
-  q23_k_rows<BlockQ2_K, 1>(row, xq, 0, n, &y, 0);
-  return y;
-}
-float q3_k_dot_q8_k(const void* row, const void* xq, int64_t n) {
-  float y;
-  q23_k_rows<BlockQ3_K, 1>(row, xq, 0, n, &y, 0);
-  return y;
-}
-float q4_0_dot_q8_0(const void* row, const void* xq, int64_t n) {
-  float y;
-  q4_0_rows<1>(row, xq, 0, n, &y, 0);
-  return y;
-}
-float q8_0_dot_q8_0(const void* row, const void* xq, int64_t n) {
-  float y;
-  q8_0_rows<1>(row, xq, 0, n, &y, 0);
-  return y;
-}
+float q4_k_dot_q8_k(const void* row, const void* xq, int64_t n) { return one_row<q45_k_rows<BlockQ4_K, 1>>(row, xq, n); }
+float q5_k_dot_q8_k(const void* row, const void* xq, int64_t n) { return one_row<q45_k_rows<BlockQ5_K, 1>>(row, xq, n); }
+float q6_k_dot_q8_k(const void* row, const void* xq, int64_t n) { return one_row<q6_k_rows<1>>(row, xq, n); }
+float q2_k_dot_q8_k(const void* row, const void* xq, int64_t n) { return one_row<q23_k_rows<BlockQ2_K, 1>>(row, xq, n); }
+float q3_k_dot_q8_k(const void* row, const void* xq, int64_t n) { return one_row<q23_k_rows<BlockQ3_K, 1>>(row, xq, n); }
+float q4_0_dot_q8_0(const void* row, const void* xq, int64_t n) { return one_row<q4_0_rows<1>>(row, xq, n); }
+float q8_0_dot_q8_0(const void* row, const void* xq, int64_t n) { return one_row<q8_0_rows<1>>(row, xq, n); }
 
 void q4_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride) {
   run_rows<Q4K>(row, xq, stride, nx, n, y, y_stride);
