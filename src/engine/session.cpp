@@ -87,8 +87,7 @@ void Session::truncate(int64_t n) {
   const int64_t bs = kv_->config().block_size;
   const size_t keep = static_cast<size_t>((n_past() + bs - 1) / bs);
   if (keep < blocks_.size()) {
-    std::vector<int32_t> freed(blocks_.begin() + static_cast<std::ptrdiff_t>(keep), blocks_.end());
-    kv_->release(freed);
+    kv_->release(std::span<const int32_t>(blocks_).subspan(keep));
     blocks_.resize(keep);
   }
 }

@@ -45,8 +45,8 @@ Status KvCache::allocate(int64_t n, std::vector<int32_t>* table) {
   return Status();
 }
 
-void KvCache::release(const std::vector<int32_t>& table) {
-  for (int32_t b : table) free_.push_back(b);
+void KvCache::release(std::span<const int32_t> blocks) {
+  for (int32_t b : blocks) free_.push_back(b);
 }
 
 }  // namespace ll3

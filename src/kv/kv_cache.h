@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "core/dtype.h"
@@ -43,7 +44,7 @@ class KvCache {
   int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }
   // Appends n block ids to *table, or fails with "KV cache full" leaving *table unchanged.
   Status allocate(int64_t n, std::vector<int32_t>* table);
-  void release(const std::vector<int32_t>& table);
+  void release(std::span<const int32_t> blocks);
 
  private:
   KvCache() = default;

@@ -149,6 +149,7 @@ void LlamaRunner::attention(const BatchPlan& plan, int64_t layer) {
   const int64_t bs = kv_.config().block_size;
   const int64_t cap = kv_.capacity_tokens();
   const DType kv_type = kv_.config().type;
+  const size_t head_bytes = static_cast<size_t>(hd) * (kv_type == DType::F32 ? 4 : 2);  // one KV head
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
 
   // Rows late in a prompt attend over more positions: hand out small chunks so the threads
@@ -162,16 +163,16 @@ void LlamaRunner::attention(const BatchPlan& plan, int64_t layer) {
       const int64_t n_pos = token_pos_[t] + 1;
       const float* q = &q_[t * q_dim_ + h * hd];
       for (int64_t p = 0; p < n_pos; ++p) {
-        const void* k = static_cast<const uint8_t*>(kv_.k_row(layer, seq.block_table[p / bs], p % bs)) +
-                        g * hd * (kv_type == DType::F32 ? 4 : 2);
+        const void* k =
+            static_cast<const uint8_t*>(kv_.k_row(layer, seq.block_table[p / bs], p % bs)) + g * head_bytes;
         scores[p] = ops::dot_kv(q, k, hd, kv_type) * scale;
       }
       ops::softmax(scores, n_pos);
       float* out = &att_[t * q_dim_ + h * hd];
       std::fill(out, out + hd, 0.0f);
       for (int64_t p = 0; p < n_pos; ++p) {
-        const void* v = static_cast<const uint8_t*>(kv_.v_row(layer, seq.block_table[p / bs], p % bs)) +
-                        g * hd * (kv_type == DType::F32 ? 4 : 2);
+        const void* v =
+            static_cast<const uint8_t*>(kv_.v_row(layer, seq.block_table[p / bs], p % bs)) + g * head_bytes;
         ops::axpy_kv(scores[p], v, out, hd, kv_type);
       }
     }
