@@ -10,6 +10,7 @@
 #include "cli_args.h"
 #include "cli_common.h"
 #include "commands.h"
+#include "engine/sampler.h"
 #include "engine/session.h"
 #include "io/npy.h"
 
@@ -40,10 +41,6 @@ TopK top_k(const float* row, int64_t n, int k) {
     out.logits.push_back(row[idx[i]]);
   }
   return out;
-}
-
-int32_t argmax(const float* row, int64_t n) {
-  return static_cast<int32_t>(std::max_element(row, row + n) - row);
 }
 
 int cmd_logits(int argc, char** argv) {
@@ -115,7 +112,7 @@ int cmd_logits(int argc, char** argv) {
   std::vector<int32_t> generated;
   for (int i = 0; i < greedy; ++i) {
     const float* row = i == 0 ? prompt_logits.data() + (n_rows - 1) * V : s.last_logits();
-    int32_t next = argmax(row, V);
+    int32_t next = argmax(row, static_cast<int32_t>(V));
     generated.push_back(next);
     if (i + 1 < greedy) {
       if (Status st = s.eval(std::span<const int32_t>(&next, 1)); !st.ok()) {
