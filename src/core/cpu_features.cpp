@@ -1,6 +1,8 @@
 #include "core/cpu_features.h"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -8,6 +10,13 @@
 namespace ll3 {
 
 namespace {
+
+// Linux keeps AMX tile data off until a process asks for it (arch_prctl ARCH_REQ_XCOMP_PERM).
+bool request_amx_permission() {
+  constexpr long kArchReqXcompPerm = 0x1023;
+  constexpr long kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+}
 
 CpuFeatures detect() {
   CpuFeatures f;
@@ -28,6 +37,8 @@ CpuFeatures detect() {
   }
   __cpuid_count(7, 0, a, b, c, d);
   f.avx2 = (b >> 5) & 1;
+  const bool amx_tile = (d >> 24) & 1, amx_bf16 = (d >> 22) & 1;
+  const bool tiles_ok = (xlo & 0x60000) == 0x60000;  // XTILECFG + XTILEDATA state enabled
   if (zmm_ok) {
     f.avx512f = (b >> 16) & 1;
     f.avx512dq = (b >> 17) & 1;
@@ -38,8 +49,10 @@ CpuFeatures detect() {
   __cpuid_count(7, 1, a, b, c, d);
   f.avx_vnni = (a >> 4) & 1;
   if (zmm_ok) f.avx512bf16 = (a >> 5) & 1;
-  // LL3_CPU=scalar|avx2 caps what the dispatcher may use (tests and comparisons).
+  // LL3_CPU=scalar|avx2|avx512 caps what the dispatcher may use (tests and comparisons).
   const char* cap = std::getenv("LL3_CPU");
+  const bool amx_allowed = cap == nullptr || std::strcmp(cap, "amx") == 0;
+  f.amx_bf16 = amx_allowed && f.has_avx512_set() && amx_tile && amx_bf16 && tiles_ok && request_amx_permission();
   if (cap != nullptr && std::strcmp(cap, "avx2") == 0) {
     f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = f.avx512vnni = f.avx512bf16 = false;
   } else if (cap != nullptr && std::strcmp(cap, "scalar") == 0) {

@@ -14,6 +14,9 @@ struct CpuFeatures {
   bool avx512vnni = false;
   bool avx512bf16 = false;
   bool avx_vnni = false;
+  // AMX tiles with BF16 products, enabled by the OS and permitted for this process
+  // (arch_prctl XTILEDATA), so the kernels may execute them.
+  bool amx_bf16 = false;
   // AVX2 + FMA + F16C: what the avx2 kernels are compiled for.
   bool has_avx2_set() const { return avx2 && fma && f16c; }
   // The avx512 kernel directory's flags.

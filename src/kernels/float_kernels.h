@@ -31,6 +31,7 @@ float f32_dot(const void* row, const float* x, int64_t n);
 float f16_dot(const void* row, const float* x, int64_t n);
 float bf16_dot(const void* row, const float* x, int64_t n);
 void f16_to_float(const void* src, float* dst, int64_t n);
+void f16_to_bf16(const void* src, uint16_t* dst, int64_t n);  // TypeTraits::to_bf16
 void bf16_to_float(const void* src, float* dst, int64_t n);
 }  // namespace avx512
 

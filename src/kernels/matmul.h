@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/thread_pool.h"
+#include "kernels/gemm_bf16.h"
 #include "kernels/weight_matrix.h"
 
 namespace ll3 {
@@ -21,7 +22,15 @@ struct MatmulScratch {
   // llama.cpp does; faster, matches its native results). Off: float activations (matches the
   // dequantized-weights reference exactly).
   bool int8_activations = true;
+  // Products of at least kBf16MinTokens rows run on AMX bf16 tiles when set (only with
+  // int8_activations: it is the fast mode, and bf16 rounds less than 8-bit activations).
+  const kernels::Bf16Gemm* bf16 = nullptr;
+  uint16_t* xbf = nullptr;   // bf16_packed_x_elems(max_tokens, max_cols) packed activations
 };
+
+// Below this many activation rows a prompt product stays on the integer / float paths: the
+// weights' unpacking to bf16 costs about as much as one integer dot per row.
+constexpr int64_t kBf16MinTokens = 16;
 
 // Bytes one activation row of n elements takes in any of the 8-bit activation types.
 inline size_t xq_row_bytes(int64_t n) { return static_cast<size_t>((n + 255) / 256) * 320; }

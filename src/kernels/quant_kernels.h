@@ -29,6 +29,9 @@ namespace ll3::kernels {
   void T##_to_float(const void* src, float* dst, int64_t n);      \
   float T##_dot(const void* row, const float* x, int64_t n);
 
+// Dequantization straight to bf16 (TypeTraits::to_bf16).
+#define LL3_QUANT_BF16_KERNELS(T) void T##_to_bf16(const void* src, uint16_t* dst, int64_t n);
+
 namespace ref {
 LL3_QUANT_ROW_KERNELS(q4_0)
 LL3_QUANT_ROW_KERNELS(q4_1)
@@ -71,6 +74,16 @@ LL3_QUANT_SIMD_KERNELS(q4_k)
 LL3_QUANT_SIMD_KERNELS(q5_k)
 LL3_QUANT_SIMD_KERNELS(q6_k)
 LL3_QUANT_INT_DOTS
+LL3_QUANT_BF16_KERNELS(q4_0)
+LL3_QUANT_BF16_KERNELS(q4_1)
+LL3_QUANT_BF16_KERNELS(q5_0)
+LL3_QUANT_BF16_KERNELS(q5_1)
+LL3_QUANT_BF16_KERNELS(q8_0)
+LL3_QUANT_BF16_KERNELS(q2_k)
+LL3_QUANT_BF16_KERNELS(q3_k)
+LL3_QUANT_BF16_KERNELS(q4_k)
+LL3_QUANT_BF16_KERNELS(q5_k)
+LL3_QUANT_BF16_KERNELS(q6_k)
 // Activation quantizers, bit-identical to the references.
 void q8_k_from_float(const float* src, void* dst, int64_t n);
 void q8_0_from_float(const float* src, void* dst, int64_t n);
@@ -91,5 +104,6 @@ void q8_0_dot_q8_0_wrows(const void* rows, size_t row_stride, int64_t nrows, con
 #undef LL3_QUANT_ROW_KERNELS
 #undef LL3_QUANT_SIMD_KERNELS
 #undef LL3_QUANT_INT_DOTS
+#undef LL3_QUANT_BF16_KERNELS
 
 }  // namespace ll3::kernels

@@ -120,6 +120,16 @@ void set_quant_kernels(Table& t) {
     t[size_t(DType::Q4_K)].dot_q_wrows = kernels::avx512::q4_k_dot_q8_k_wrows;
     t[size_t(DType::Q6_K)].dot_q_wrows = kernels::avx512::q6_k_dot_q8_k_wrows;
     t[size_t(DType::Q8_0)].dot_q_wrows = kernels::avx512::q8_0_dot_q8_0_wrows;
+    t[size_t(DType::Q4_0)].to_bf16 = kernels::avx512::q4_0_to_bf16;
+    t[size_t(DType::Q4_1)].to_bf16 = kernels::avx512::q4_1_to_bf16;
+    t[size_t(DType::Q5_0)].to_bf16 = kernels::avx512::q5_0_to_bf16;
+    t[size_t(DType::Q5_1)].to_bf16 = kernels::avx512::q5_1_to_bf16;
+    t[size_t(DType::Q8_0)].to_bf16 = kernels::avx512::q8_0_to_bf16;
+    t[size_t(DType::Q2_K)].to_bf16 = kernels::avx512::q2_k_to_bf16;
+    t[size_t(DType::Q3_K)].to_bf16 = kernels::avx512::q3_k_to_bf16;
+    t[size_t(DType::Q4_K)].to_bf16 = kernels::avx512::q4_k_to_bf16;
+    t[size_t(DType::Q5_K)].to_bf16 = kernels::avx512::q5_k_to_bf16;
+    t[size_t(DType::Q6_K)].to_bf16 = kernels::avx512::q6_k_to_bf16;
   }
 }
 
@@ -139,6 +149,7 @@ Table make_best_table() {
     t[size_t(DType::BF16)].dot_f32 = kernels::avx512::bf16_dot;
     t[size_t(DType::F16)].to_float = kernels::avx512::f16_to_float;
     t[size_t(DType::BF16)].to_float = kernels::avx512::bf16_to_float;
+    t[size_t(DType::F16)].to_bf16 = kernels::avx512::f16_to_bf16;
     set_quant_kernels<Avx512>(t);
   }
   return t;

@@ -37,6 +37,9 @@ struct TypeTraits {
   // give the core independent work. nullptr where the type has no such kernel (use dot_q).
   void (*dot_q_wrows)(const void* rows, size_t row_stride, int64_t nrows, const void* xq, int64_t n,
                       float* y) = nullptr;
+  // to_float rounded to bf16 (nearest even) in one pass, for the AMX prompt path; nullptr
+  // where there is no such kernel (to_float, then round).
+  void (*to_bf16)(const void* src, uint16_t* dst, int64_t n) = nullptr;
 };
 
 // The fastest kernels for this CPU; nullptr when the type is not supported.

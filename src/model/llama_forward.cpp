@@ -33,6 +33,11 @@ LlamaRunner::LlamaRunner(const LlamaModel& model, KvCache& kv, ThreadPool& pool,
   xq_.resize(static_cast<size_t>(T) * xq_row_bytes(mm_scratch_.max_cols));
   mm_scratch_.xq = xq_.data();
   mm_scratch_.int8_activations = int8_activations;
+  mm_scratch_.bf16 = int8_activations && T >= kBf16MinTokens ? kernels::bf16_gemm_amx() : nullptr;
+  if (mm_scratch_.bf16 != nullptr) {
+    xbf_.resize(kernels::bf16_packed_x_elems(T, mm_scratch_.max_cols));
+    mm_scratch_.xbf = xbf_.data();
+  }
 }
 
 Status LlamaRunner::validate(const BatchPlan& plan) const {

@@ -40,11 +40,49 @@ void matmul_q(ThreadPool& pool, const WeightMatrix& W, const float* x, float* y,
   });
 }
 
+// AMX path: pack the activations once (per group of 16 tokens), then hand each thread blocks
+// of 32 weight rows, which the kernel unpacks chunk by chunk and multiplies with all tokens.
+void matmul_bf16(ThreadPool& pool, const WeightMatrix& W, const float* x, float* y, int64_t n,
+                 const MatmulScratch& scratch) {
+  const kernels::Bf16Gemm& k = *scratch.bf16;
+  const int64_t rows = W.rows, cols = W.cols, G = kernels::kBf16TokenGroup, R = kernels::kBf16RowBlock;
+  pool.parallel_for((n + G - 1) / G, [&](int64_t begin, int64_t end, int) {
+    for (int64_t g = begin; g < end; ++g) {
+      k.pack_x(x + g * G * cols, static_cast<size_t>(cols), std::min(G, n - g * G), cols, scratch.xbf + g * G * cols);
+    }
+  });
+  kernels::Bf16WeightRows block;
+  block.row_bytes = W.row_bytes;
+  block.chunk_bytes = dtype_row_bytes(W.type, kernels::kBf16ChunkK);
+  block.to_bf16 = W.traits->to_bf16;
+  block.to_float = W.traits->to_float;
+  // Runs of blocks per thread, so each block can prefetch the next one's weights.
+  const int64_t blocks = (rows + R - 1) / R;
+  const int64_t run = std::max<int64_t>(1, blocks / (4 * static_cast<int64_t>(pool.size())));
+  pool.parallel_for_dynamic(blocks, run, [&](int64_t begin, int64_t end, int) {
+    for (int64_t b = begin; b < end; ++b) {
+      kernels::Bf16WeightRows w = block;
+      const int64_t r0 = b * R;
+      w.rows = W.row(r0);
+      w.nr = std::min(R, rows - r0);
+      if (b + 1 < end) {
+        w.next = W.row(r0 + R);
+        w.next_bytes = static_cast<size_t>(std::min(R, rows - r0 - R)) * W.row_bytes;
+      }
+      k.gemm(w, scratch.xbf, n, cols, y + r0, static_cast<size_t>(rows));
+    }
+  });
+}
+
 }  // namespace
 
 void matmul(ThreadPool& pool, const WeightMatrix& W, const float* x, float* y, int64_t n,
             const MatmulScratch& scratch) {
   const TypeTraits& tr = *W.traits;
+  if (scratch.bf16 != nullptr && n >= kBf16MinTokens && W.type != DType::F32 && W.cols % 32 == 0) {
+    matmul_bf16(pool, W, x, y, n, scratch);
+    return;
+  }
   if (scratch.int8_activations && tr.dot_q != nullptr && tr.vec_dot_type != DType::F32) {
     matmul_q(pool, W, x, y, n, scratch);
     return;

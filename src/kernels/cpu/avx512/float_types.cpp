@@ -77,6 +77,17 @@ void f16_to_float(const void* src, float* dst, int64_t n) {
   for (; i < n; ++i) dst[i] = f16_to_f32(s[i]);
 }
 
+void f16_to_bf16(const void* src, uint16_t* dst, int64_t n) {
+  const uint16_t* s = static_cast<const uint16_t*>(src);
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 lo = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i)));
+    const __m512 hi = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 16)));
+    _mm512_storeu_si512(dst + i, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
+  }
+  for (; i < n; ++i) dst[i] = f32_to_bf16(f16_to_f32(s[i]));
+}
+
 void bf16_to_float(const void* src, float* dst, int64_t n) {
   const uint16_t* s = static_cast<const uint16_t*>(src);
   int64_t i = 0;

@@ -34,14 +34,25 @@ inline __m512 k_block_dot(const KUnpacked& k, const float* x, __m512 acc) {
   return acc;
 }
 
+// Stores 32 dequantized values as floats, or rounded to bf16 (nearest even) for the AMX path.
+inline void store32_out(__m512 lo, __m512 hi, float* y) {
+  _mm512_storeu_ps(y, lo);
+  _mm512_storeu_ps(y + 16, hi);
+}
+inline void store32_out(__m512 lo, __m512 hi, uint16_t* y) {
+  _mm512_storeu_si512(y, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
+}
+
 // Exact dequantization of one unpacked super-block (ggml's order: s * q, then - mn).
-inline void k_block_to_float(const KUnpacked& k, float* y) {
+template <class Out>
+inline void k_block_to_out(const KUnpacked& k, Out* y) {
   const __m512 off = _mm512_set1_ps(static_cast<float>(k.off));
+  __m512 w[2];
   for (int g = 0; g < 16; ++g) {
     const __m512 q = _mm512_sub_ps(widen_u8(k.u + 16 * g), off);
-    __m512 w = _mm512_mul_ps(_mm512_set1_ps(k.s[g]), q);
-    if (k.has_min) w = _mm512_sub_ps(w, _mm512_set1_ps(k.mn[g]));
-    _mm512_storeu_ps(y + 16 * g, w);
+    w[g & 1] = _mm512_mul_ps(_mm512_set1_ps(k.s[g]), q);
+    if (k.has_min) w[g & 1] = _mm512_sub_ps(w[g & 1], _mm512_set1_ps(k.mn[g]));
+    if (g & 1) store32_out(w[0], w[1], y + 16 * (g - 1));
   }
 }
 
@@ -57,13 +68,13 @@ float k_dot(const void* row, const float* x, int64_t n) {
   return _mm512_reduce_add_ps(acc);
 }
 
-template <class Block, void (*Unpack)(const Block&, KUnpacked&)>
-void k_to_float(const void* src, float* dst, int64_t n) {
+template <class Block, void (*Unpack)(const Block&, KUnpacked&), class Out>
+void k_to_out(const void* src, Out* dst, int64_t n) {
   const Block* b = static_cast<const Block*>(src);
   KUnpacked k;
   for (int64_t i = 0; i < n / kQKK; ++i) {
     Unpack(b[i], k);
-    k_block_to_float(k, dst + i * kQKK);
+    k_block_to_out(k, dst + i * kQKK);
   }
 }
 
@@ -76,7 +87,8 @@ inline __m512 dot32_i8(__m256i q, const float* x) {
 inline __m512 xsum32(const float* x) { return _mm512_add_ps(_mm512_loadu_ps(x), _mm512_loadu_ps(x + 16)); }
 
 // y = d * q (+ m): exact, as ggml computes q*d (+ m) with one rounding each.
-inline void store32(__m256i q, float d, float m, bool has_m, float* y) {
+template <class Out>
+inline void store32(__m256i q, float d, float m, bool has_m, Out* y) {
   const __m512 vd = _mm512_set1_ps(d), vm = _mm512_set1_ps(m);
   __m512 lo = _mm512_mul_ps(widen_i8(_mm256_castsi256_si128(q)), vd);
   __m512 hi = _mm512_mul_ps(widen_i8(_mm256_extracti128_si256(q, 1)), vd);
@@ -84,8 +96,7 @@ inline void store32(__m256i q, float d, float m, bool has_m, float* y) {
     lo = _mm512_add_ps(lo, vm);
     hi = _mm512_add_ps(hi, vm);
   }
-  _mm512_storeu_ps(y, lo);
-  _mm512_storeu_ps(y + 16, hi);
+  store32_out(lo, hi, y);
 }
 
 inline __m256i q4_0_vals(const BlockQ4_0& b) {
@@ -105,7 +116,8 @@ float q4_0_dot(const void* row, const float* x, int64_t n) {
   }
   return _mm512_reduce_add_ps(acc);
 }
-void q4_0_to_float(const void* src, float* dst, int64_t n) {
+template <class Out>
+void q4_0_to_out(const void* src, Out* dst, int64_t n) {
   const BlockQ4_0* b = static_cast<const BlockQ4_0*>(src);
   for (int64_t i = 0; i < n / kQK; ++i) store32(q4_0_vals(b[i]), simd::h2f(b[i].d), 0, false, dst + i * kQK);
 }
@@ -120,7 +132,8 @@ float q4_1_dot(const void* row, const float* x, int64_t n) {
   }
   return _mm512_reduce_add_ps(_mm512_add_ps(acc, accm));
 }
-void q4_1_to_float(const void* src, float* dst, int64_t n) {
+template <class Out>
+void q4_1_to_out(const void* src, Out* dst, int64_t n) {
   const BlockQ4_1* b = static_cast<const BlockQ4_1*>(src);
   for (int64_t i = 0; i < n / kQK; ++i) {
     store32(simd::unpack_q4_32(b[i].qs), simd::h2f(b[i].d), simd::h2f(b[i].m), true, dst + i * kQK);
@@ -135,7 +148,8 @@ float q5_0_dot(const void* row, const float* x, int64_t n) {
   }
   return _mm512_reduce_add_ps(acc);
 }
-void q5_0_to_float(const void* src, float* dst, int64_t n) {
+template <class Out>
+void q5_0_to_out(const void* src, Out* dst, int64_t n) {
   const BlockQ5_0* b = static_cast<const BlockQ5_0*>(src);
   for (int64_t i = 0; i < n / kQK; ++i) store32(q5_0_vals(b[i]), simd::h2f(b[i].d), 0, false, dst + i * kQK);
 }
@@ -151,7 +165,8 @@ float q5_1_dot(const void* row, const float* x, int64_t n) {
   }
   return _mm512_reduce_add_ps(_mm512_add_ps(acc, accm));
 }
-void q5_1_to_float(const void* src, float* dst, int64_t n) {
+template <class Out>
+void q5_1_to_out(const void* src, Out* dst, int64_t n) {
   const BlockQ5_1* b = static_cast<const BlockQ5_1*>(src);
   for (int64_t i = 0; i < n / kQK; ++i) {
     store32(simd::unpack_q5_32(b[i].qs, b[i].qh), simd::h2f(b[i].d), simd::h2f(b[i].m), true,
@@ -168,7 +183,8 @@ float q8_0_dot(const void* row, const float* x, int64_t n) {
   }
   return _mm512_reduce_add_ps(acc);
 }
-void q8_0_to_float(const void* src, float* dst, int64_t n) {
+template <class Out>
+void q8_0_to_out(const void* src, Out* dst, int64_t n) {
   const BlockQ8_0* b = static_cast<const BlockQ8_0*>(src);
   for (int64_t i = 0; i < n / kQK; ++i) {
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs));
@@ -181,7 +197,10 @@ void q8_0_to_float(const void* src, float* dst, int64_t n) {
     return k_dot<Block, simd::unpack_##T>(row, x, n);                              \
   }                                                                                \
   void T##_to_float(const void* src, float* dst, int64_t n) {                      \
-    k_to_float<Block, simd::unpack_##T>(src, dst, n);                              \
+    k_to_out<Block, simd::unpack_##T>(src, dst, n);                                \
+  }                                                                                \
+  void T##_to_bf16(const void* src, uint16_t* dst, int64_t n) {                    \
+    k_to_out<Block, simd::unpack_##T>(src, dst, n);                                \
   }
 
 LL3_K_KERNELS(q2_k, BlockQ2_K)
@@ -191,5 +210,17 @@ LL3_K_KERNELS(q5_k, BlockQ5_K)
 LL3_K_KERNELS(q6_k, BlockQ6_K)
 
 #undef LL3_K_KERNELS
+
+#define LL3_LEGACY_OUT(T)                                                          \
+  void T##_to_float(const void* src, float* dst, int64_t n) { T##_to_out(src, dst, n); } \
+  void T##_to_bf16(const void* src, uint16_t* dst, int64_t n) { T##_to_out(src, dst, n); }
+
+LL3_LEGACY_OUT(q4_0)
+LL3_LEGACY_OUT(q4_1)
+LL3_LEGACY_OUT(q5_0)
+LL3_LEGACY_OUT(q5_1)
+LL3_LEGACY_OUT(q8_0)
+
+#undef LL3_LEGACY_OUT
 
 }  // namespace ll3::kernels::avx512
