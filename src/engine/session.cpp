@@ -27,7 +27,8 @@ Result<std::unique_ptr<Session>> Session::create(const LlamaModel& model, const 
   Result<std::unique_ptr<KvCache>> kv = KvCache::create(kc);
   if (!kv.ok()) return kv.status();
   s->kv_ = std::move(kv.value());
-  s->runner_ = std::make_unique<LlamaRunner>(model, *s->kv_, *s->pool_, s->batch_, opt.int8_activations);
+  s->runner_ = std::make_unique<LlamaRunner>(model, *s->kv_, *s->pool_, s->batch_, opt.int8_activations,
+                                             opt.amx_prompts);
   s->history_.reserve(static_cast<size_t>(s->context_));
   s->blocks_.reserve(static_cast<size_t>(kc.n_blocks));
   s->rows_.reserve(static_cast<size_t>(s->batch_));

@@ -25,6 +25,9 @@ struct SessionOptions {
   // Quantized weights: 8-bit activations and integer dot products (fast; llama.cpp's native
   // arithmetic) or float activations (exact against dequantized weights).
   bool int8_activations = true;
+  // With int8_activations: prompt batches of at least kBf16MinTokens tokens run on AMX bf16
+  // tiles where the CPU has them (several times faster; rounds less than 8-bit activations).
+  bool amx_prompts = true;
 };
 
 class Session {

@@ -8,7 +8,7 @@
 namespace ll3 {
 
 LlamaRunner::LlamaRunner(const LlamaModel& model, KvCache& kv, ThreadPool& pool, int64_t max_batch_tokens,
-                         bool int8_activations)
+                         bool int8_activations, bool amx_prompts)
     : m_(model), c_(model.config), kv_(kv), pool_(pool), max_tokens_(std::max<int64_t>(1, max_batch_tokens)) {
   const int64_t T = max_tokens_;
   q_dim_ = c_.n_heads * c_.head_dim;
@@ -33,7 +33,7 @@ LlamaRunner::LlamaRunner(const LlamaModel& model, KvCache& kv, ThreadPool& pool,
   xq_.resize(static_cast<size_t>(T) * xq_row_bytes(mm_scratch_.max_cols));
   mm_scratch_.xq = xq_.data();
   mm_scratch_.int8_activations = int8_activations;
-  mm_scratch_.bf16 = int8_activations && T >= kBf16MinTokens ? kernels::bf16_gemm_amx() : nullptr;
+  mm_scratch_.bf16 = int8_activations && amx_prompts && T >= kBf16MinTokens ? kernels::bf16_gemm_amx() : nullptr;
   if (mm_scratch_.bf16 != nullptr) {
     xbf_.resize(kernels::bf16_packed_x_elems(T, mm_scratch_.max_cols));
     mm_scratch_.xbf = xbf_.data();

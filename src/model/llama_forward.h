@@ -18,9 +18,9 @@ namespace ll3 {
 
 class LlamaRunner {
  public:
-  // int8_activations: see MatmulScratch.
+  // int8_activations, amx_prompts: see MatmulScratch (int8_activations, bf16).
   LlamaRunner(const LlamaModel& model, KvCache& kv, ThreadPool& pool, int64_t max_batch_tokens,
-              bool int8_activations = true);
+              bool int8_activations = true, bool amx_prompts = true);
 
   int64_t max_batch_tokens() const { return max_tokens_; }
 
