@@ -57,17 +57,18 @@ int fail(const char* cmd, const std::string& message) {
   return 1;
 }
 
-Result<std::unique_ptr<LlamaModel>> load_model_verbose(const std::string& path) {
+Result<std::unique_ptr<LlamaModel>> load_model_verbose(const std::string& path, const LoadOptions& options) {
   double t0 = now_seconds();
-  Result<std::unique_ptr<LlamaModel>> m = LlamaModel::load(path);
+  Result<std::unique_ptr<LlamaModel>> m = LlamaModel::load(path, options);
   if (!m.ok()) return m;
   const LlamaConfig& c = (*m)->config;
   std::fprintf(stderr,
-               "ll3: loaded %s: %lld layers, dim %lld, %lld heads (%lld KV), vocab %lld, %s, %.1f MiB, %.2f s\n",
+               "ll3: loaded %s: %lld layers, dim %lld, %lld heads (%lld KV), vocab %lld, %s, %.1f MiB %s, %.2f s\n",
                path.c_str(), static_cast<long long>(c.n_layers), static_cast<long long>(c.dim),
                static_cast<long long>(c.n_heads), static_cast<long long>(c.n_kv_heads),
                static_cast<long long>(c.n_vocab), (*m)->type_summary().c_str(),
-               (*m)->weight_bytes() / 1048576.0, now_seconds() - t0);
+               (*m)->weight_bytes() / 1048576.0, (*m)->weights_copied() ? "in huge pages" : "mmapped",
+               now_seconds() - t0);
   return m;
 }
 
@@ -98,6 +99,14 @@ void add_generation_flags(ArgParser& ap, GenerationFlags* f) {
   ap.add_int({"-b", "--batch"}, "N", "prompt tokens per forward step (default 256)", &f->batch);
   ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32 or f16 (default f16)", &f->kv_type);
   ap.add_flag({"--float-act"}, "keep activations in float for quantized weights (default: 8-bit)", &f->float_act);
+  add_load_flags(ap, &f->load);
+}
+
+void add_load_flags(ArgParser& ap, LoadFlags* f) {
+  ap.add_flag({"--mmap"}, "use the weights in place from the page cache (default when the model is over half of free memory)",
+              &f->mmap);
+  ap.add_flag({"--no-mmap"}, "read the weights into huge pages: faster generation (default when they fit easily)",
+              &f->no_mmap);
 }
 
 std::string finish_generation_flags(GenerationFlags* f, SessionOptions* so) {
@@ -162,10 +171,14 @@ Result<std::string> resolve_model_path(const std::string& path) {
 
 namespace ll3::cli {
 
-Result<LoadedModel> load_model_cli(const std::string& path, bool with_tokenizer) {
+Result<LoadedModel> load_model_cli(const std::string& path, bool with_tokenizer, const LoadFlags& flags) {
+  if (flags.mmap && flags.no_mmap) return Status::error("--mmap and --no-mmap exclude each other");
+  LoadOptions options;
+  if (flags.mmap) options.weights = WeightMemory::kMap;
+  if (flags.no_mmap) options.weights = WeightMemory::kHugePages;
   Result<std::string> resolved = resolve_model_path(path);
   if (!resolved.ok()) return resolved.status();
-  Result<std::unique_ptr<LlamaModel>> model = load_model_verbose(resolved.value());
+  Result<std::unique_ptr<LlamaModel>> model = load_model_verbose(resolved.value(), options);
   if (!model.ok()) return model.status();
   LoadedModel out;
   out.model = std::move(model.value());

@@ -18,7 +18,7 @@ Result<DType> parse_kv_type(const std::string& s);
 Result<std::vector<int32_t>> parse_token_list(const std::string& s);
 
 // Loads `path` and prints a one-line summary to stderr.
-Result<std::unique_ptr<LlamaModel>> load_model_verbose(const std::string& path);
+Result<std::unique_ptr<LlamaModel>> load_model_verbose(const std::string& path, const LoadOptions& options = {});
 
 // Prints "ll3 CMD: message" to stderr and returns 1, the exit code of a failed command.
 int fail(const char* cmd, const std::string& message);
@@ -37,6 +37,13 @@ double now_seconds();
 
 namespace ll3::cli {
 
+// --mmap / --no-mmap: how the weights get into memory (default: LoadOptions' own choice).
+struct LoadFlags {
+  bool mmap = false;
+  bool no_mmap = false;
+};
+void add_load_flags(ArgParser& ap, LoadFlags* f);
+
 // Flags shared by run, chat (and serve): sampling, stop strings, max tokens, threads, context.
 struct GenerationFlags {
   GenerateOptions gen;
@@ -48,6 +55,7 @@ struct GenerationFlags {
   long long batch = 256;
   std::string kv_type = "f16";
   bool float_act = false;
+  LoadFlags load;
 };
 void add_generation_flags(ArgParser& ap, GenerationFlags* f);
 // Turns the parsed flags into session options and generate options; "" or a usage error.
@@ -62,6 +70,6 @@ struct LoadedModel {
   std::unique_ptr<Tokenizer> tokenizer;  // null unless asked for
 };
 // resolve_model_path + load_model_verbose + (with_tokenizer) the model's tokenizer.
-Result<LoadedModel> load_model_cli(const std::string& path, bool with_tokenizer);
+Result<LoadedModel> load_model_cli(const std::string& path, bool with_tokenizer, const LoadFlags& flags = {});
 
 }  // namespace ll3::cli

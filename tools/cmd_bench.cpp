@@ -83,6 +83,7 @@ int cmd_bench(int argc, char** argv) {
   std::string model_path, kv_type = "f16";
   int n_prompt = 128, n_gen = 32, threads = 0, reps = 5;
   bool json = false, roofline = false;
+  LoadFlags load_flags;
   ArgParser ap("bench", "ll3 bench -m MODEL [-p 128] [-n 32] [-t THREADS] [-r REPS] [--json] | ll3 bench --roofline",
                "Measure prompt processing (pp) and generation (tg) speed, like llama-bench.");
   ap.add_string({"-m", "--model"}, "MODEL", "GGUF file or Hugging Face directory (default: the default model)",
@@ -93,6 +94,7 @@ int cmd_bench(int argc, char** argv) {
   ap.add_int({"-r", "--repetitions"}, "N", "repetitions of each test after a warm-up (default 5)", &reps);
   ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32 or f16 (default f16)", &kv_type);
   ap.add_flag({"--json"}, "print a JSON array, one object per test (llama-bench's keys)", &json);
+  add_load_flags(ap, &load_flags);
   ap.add_flag({"--roofline"}, "measure the memory read bandwidth again (cached in ~/.cache/ll3)", &roofline);
   if (int rc = ap.parse(argc, argv); rc >= 0) return rc;
   if (n_prompt < 0 || n_gen < 0 || reps < 1) return ap.usage_error("-p and -n must be >= 0 and -r >= 1");
@@ -110,7 +112,7 @@ int cmd_bench(int argc, char** argv) {
     return 0;
   }
 
-  Result<LoadedModel> lm = load_model_cli(model_path, false);
+  Result<LoadedModel> lm = load_model_cli(model_path, false, load_flags);
   if (!lm.ok()) return fail("bench", lm.message());
   const LlamaModel& m = *lm->model;
   SessionOptions so;

@@ -29,7 +29,7 @@ int cmd_chat(int argc, char** argv) {
   SessionOptions so;
   if (std::string err = finish_generation_flags(&gf, &so); !err.empty()) return ap.usage_error(err);
 
-  Result<LoadedModel> lm = load_model_cli(model_path, true);
+  Result<LoadedModel> lm = load_model_cli(model_path, true, gf.load);
   if (!lm.ok()) return fail("chat", lm.message());
   const Tokenizer& tk = *lm->tokenizer;
   Result<std::unique_ptr<Session>> session = Session::create(*lm->model, so);

@@ -46,6 +46,7 @@ TopK top_k(const float* row, int64_t n, int k) {
 int cmd_logits(int argc, char** argv) {
   std::string model_path, tokens_arg, prompt, prompt_file, out_path, kv_type = "f16";
   bool all = false, json = false, parse_special = false, no_bos = false, float_act = false;
+  LoadFlags load_flags;
   int top = 32, greedy = 0, threads = 0;
   long long ctx = 0;
   ArgParser ap("logits",
@@ -65,6 +66,7 @@ int cmd_logits(int argc, char** argv) {
   ap.add_string({"--out"}, "FILE.npy", "write float32 logits [1|n, vocab] as .npy", &out_path);
   ap.add_flag({"--float-act"}, "keep activations in float for quantized weights (default: 8-bit, as llama.cpp)",
               &float_act);
+  add_load_flags(ap, &load_flags);
   ap.add_flag({"--json"}, "print a JSON object with tokens, top-K per position and greedy tokens", &json);
   ap.add_int({"-t", "--threads"}, "N", "threads (default: all cores)", &threads);
   ap.add_int({"-c", "--ctx"}, "N", "context size (default: prompt + greedy)", &ctx);
@@ -81,7 +83,7 @@ int cmd_logits(int argc, char** argv) {
   Result<DType> kvt = parse_kv_type(kv_type);
   if (!kvt.ok()) return ap.usage_error(kvt.message());
 
-  Result<LoadedModel> lm = load_model_cli(model_path, !prompt.empty());
+  Result<LoadedModel> lm = load_model_cli(model_path, !prompt.empty(), load_flags);
   if (!lm.ok()) return fail("logits", lm.message());
   std::vector<int32_t> tokens;
   if (!tokens_arg.empty()) {

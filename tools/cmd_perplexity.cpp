@@ -77,6 +77,7 @@ int cmd_perplexity(int argc, char** argv) {
   long long ctx = 0, chunks = -1, batch = 512;
   int threads = 0;
   bool float_act = false;
+  LoadFlags load_flags;
   ArgParser ap("perplexity",
                "ll3 perplexity -m MODEL -f TEXT [--ctx 512] [--chunks N] [-t N] [--save-logits FILE | --kl-base FILE] "
                "[--float-act]",
@@ -95,6 +96,7 @@ int cmd_perplexity(int argc, char** argv) {
   ap.add_string({"--kl-base"}, "FILE", "compare with a base run saved by --save-logits on the same text: KL divergence",
                 &base_path);
   ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32 or f16 (default f16)", &kv_type);
+  add_load_flags(ap, &load_flags);
   ap.add_flag({"--float-act"}, "keep activations in float for quantized weights (default: 8-bit, as llama.cpp)",
               &float_act);
   if (int rc = ap.parse(argc, argv); rc >= 0) return rc;
@@ -117,7 +119,7 @@ int cmd_perplexity(int argc, char** argv) {
   }
   if (ctx == 0) ctx = 512;
 
-  Result<LoadedModel> loaded = load_model_cli(model_path, true);
+  Result<LoadedModel> loaded = load_model_cli(model_path, true, load_flags);
   if (!loaded.ok()) return fail("perplexity", loaded.message());
   const LlamaModel& model = *loaded->model;
   const Tokenizer& tok = *loaded->tokenizer;

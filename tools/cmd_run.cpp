@@ -32,7 +32,7 @@ int cmd_run(int argc, char** argv) {
   SessionOptions so;
   if (std::string err = finish_generation_flags(&gf, &so); !err.empty()) return ap.usage_error(err);
 
-  Result<LoadedModel> lm = load_model_cli(model_path, true);
+  Result<LoadedModel> lm = load_model_cli(model_path, true, gf.load);
   if (!lm.ok()) return fail("run", lm.message());
   const LlamaModel& model = *lm->model;
   const Tokenizer& tok = *lm->tokenizer;

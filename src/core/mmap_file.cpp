@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <algorithm>
 #include <cstring>
 
 namespace ll3 {
@@ -13,9 +15,9 @@ namespace ll3 {
 MmapFile::~MmapFile() { reset(); }
 
 MmapFile::MmapFile(MmapFile&& o) noexcept
-    : data_(o.data_), size_(o.size_), path_(std::move(o.path_)) {
+    : data_(o.data_), size_(o.size_), path_(std::move(o.path_)), map_bytes_(o.map_bytes_), copied_(o.copied_) {
   o.data_ = nullptr;
-  o.size_ = 0;
+  o.size_ = o.map_bytes_ = 0;
 }
 
 MmapFile& MmapFile::operator=(MmapFile&& o) noexcept {
@@ -24,19 +26,76 @@ MmapFile& MmapFile::operator=(MmapFile&& o) noexcept {
     data_ = o.data_;
     size_ = o.size_;
     path_ = std::move(o.path_);
+    map_bytes_ = o.map_bytes_;
+    copied_ = o.copied_;
     o.data_ = nullptr;
-    o.size_ = 0;
+    o.size_ = o.map_bytes_ = 0;
   }
   return *this;
 }
 
 void MmapFile::reset() {
-  if (data_ != nullptr && size_ > 0) munmap(const_cast<uint8_t*>(data_), size_);
+  if (data_ != nullptr && map_bytes_ > 0) munmap(const_cast<uint8_t*>(data_), map_bytes_);
   data_ = nullptr;
-  size_ = 0;
+  size_ = map_bytes_ = 0;
+  copied_ = false;
 }
 
-Result<MmapFile> MmapFile::open(const std::string& path) {
+namespace {
+
+// Reads the file into fresh anonymous memory advised for huge pages, then makes it read-only.
+Result<void*> read_into_huge_pages(int fd, const std::string& path, size_t size, size_t* map_bytes) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  *map_bytes = (size + kHuge - 1) / kHuge * kHuge;
+  void* p = mmap(nullptr, *map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    return Status::errorf("%s: cannot allocate %zu bytes for the weights: %s", path.c_str(), *map_bytes,
+                          std::strerror(errno));
+  }
+  madvise(p, *map_bytes, MADV_HUGEPAGE);  // advisory: without THP the copy still works
+  for (size_t off = 0; off < size;) {
+    const ssize_t r = pread(fd, static_cast<char*>(p) + off, std::min<size_t>(size - off, size_t{64} << 20),
+                            static_cast<off_t>(off));
+    if (r <= 0) {
+      const int e = r < 0 ? errno : EIO;
+      munmap(p, *map_bytes);
+      return Status::errorf("%s: read failed at byte %zu of %zu: %s", path.c_str(), off, size, std::strerror(e));
+    }
+    off += static_cast<size_t>(r);
+  }
+  mprotect(p, *map_bytes, PROT_READ);
+  return p;
+}
+
+// MemAvailable from /proc/meminfo in bytes; 0 when unknown.
+uint64_t available_memory() {
+  FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  unsigned long long kb = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+  }
+  std::fclose(f);
+  return static_cast<uint64_t>(kb) * 1024;
+}
+
+bool huge_pages_possible() {
+  FILE* f = std::fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+  if (f == nullptr) return false;
+  char buf[128] = {};
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  return n > 0 && std::strstr(buf, "[never]") == nullptr;
+}
+
+}  // namespace
+
+MapMode auto_map_mode(uint64_t bytes) {
+  return huge_pages_possible() && bytes <= available_memory() / 2 ? MapMode::kHugeCopy : MapMode::kMap;
+}
+
+Result<MmapFile> MmapFile::open(const std::string& path, MapMode mode) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status::errorf("%s: cannot open: %s", path.c_str(), std::strerror(errno));
   struct stat st {};
@@ -52,12 +111,24 @@ Result<MmapFile> MmapFile::open(const std::string& path) {
   MmapFile f;
   f.path_ = path;
   f.size_ = static_cast<size_t>(st.st_size);
+  if (f.size_ > 0 && mode == MapMode::kHugeCopy) {
+    Result<void*> p = read_into_huge_pages(fd, path, f.size_, &f.map_bytes_);
+    ::close(fd);
+    if (!p.ok()) {
+      f.size_ = f.map_bytes_ = 0;
+      return p.status();
+    }
+    f.data_ = static_cast<const uint8_t*>(p.value());
+    f.copied_ = true;
+    return f;
+  }
   if (f.size_ > 0) {
+    f.map_bytes_ = f.size_;
     void* p = mmap(nullptr, f.size_, PROT_READ, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
       int e = errno;
       ::close(fd);
-      f.size_ = 0;
+      f.size_ = f.map_bytes_ = 0;
       return Status::errorf("%s: mmap failed: %s", path.c_str(), std::strerror(e));
     }
     f.data_ = static_cast<const uint8_t*>(p);

@@ -234,8 +234,8 @@ std::string GgufTensorInfo::shape_string() const {
   return s + "]";
 }
 
-Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
-  Result<MmapFile> map = MmapFile::open(path);
+Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path, MapMode mode) {
+  Result<MmapFile> map = MmapFile::open(path, mode);
   if (!map.ok()) return map.status().with_context("gguf: ");
   std::unique_ptr<GgufFile> f(new GgufFile());
   f->map_ = std::move(map.value());

@@ -76,7 +76,7 @@ struct GgufTensorInfo {
 class GgufFile {
  public:
   // mmap and parse `path`.
-  static Result<std::unique_ptr<GgufFile>> open(const std::string& path);
+  static Result<std::unique_ptr<GgufFile>> open(const std::string& path, MapMode mode = MapMode::kMap);
   // Parse a buffer the caller keeps alive (tests, fuzzing). `origin` names it in errors.
   static Result<std::unique_ptr<GgufFile>> parse(const uint8_t* data, size_t size,
                                                  std::string origin = "<buffer>");

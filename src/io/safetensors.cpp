@@ -51,8 +51,8 @@ std::string SafetensorsTensor::shape_string() const {
   return s + "]";
 }
 
-Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string& path) {
-  auto map = MmapFile::open(path);
+Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string& path, MapMode mode) {
+  auto map = MmapFile::open(path, mode);
   if (!map.ok()) return map.status().with_context("safetensors: ");
   std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
   f->map_ = std::move(map.value());
@@ -208,7 +208,7 @@ Status SafetensorsFile::parse_all() {
   return ok_status();
 }
 
-Result<std::unique_ptr<SafetensorsModel>> SafetensorsModel::open_dir(const std::string& dir) {
+Result<std::unique_ptr<SafetensorsModel>> SafetensorsModel::open_dir(const std::string& dir, MapMode mode) {
   namespace fs = std::filesystem;
   std::unique_ptr<SafetensorsModel> m(new SafetensorsModel());
   m->dir_ = dir;
@@ -256,7 +256,7 @@ Result<std::unique_ptr<SafetensorsModel>> SafetensorsModel::open_dir(const std::
 
   std::map<std::string, const SafetensorsFile*> by_shard;
   for (const auto& name : shard_names) {
-    auto f = SafetensorsFile::open((root / name).string());
+    auto f = SafetensorsFile::open((root / name).string(), mode);
     if (!f.ok()) return f.status();
     m->shards_.push_back(std::move(f.value()));
     const SafetensorsFile& shard = *m->shards_.back();

@@ -35,7 +35,7 @@ class SafetensorsFile {
   // The header may not exceed this many bytes (real checkpoints have a few hundred KB).
   static constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
 
-  static Result<std::unique_ptr<SafetensorsFile>> open(const std::string& path);
+  static Result<std::unique_ptr<SafetensorsFile>> open(const std::string& path, MapMode mode = MapMode::kMap);
   // Parse a buffer the caller keeps alive (tests, fuzzing). `origin` names it in errors.
   static Result<std::unique_ptr<SafetensorsFile>> parse(const uint8_t* data, size_t size,
                                                         std::string origin = "<buffer>");
@@ -64,7 +64,7 @@ class SafetensorsFile {
 // model.safetensors.index.json ("weight_map": {tensor name: shard file}).
 class SafetensorsModel {
  public:
-  static Result<std::unique_ptr<SafetensorsModel>> open_dir(const std::string& dir);
+  static Result<std::unique_ptr<SafetensorsModel>> open_dir(const std::string& dir, MapMode mode = MapMode::kMap);
 
   const std::string& dir() const { return dir_; }
   const std::vector<std::unique_ptr<SafetensorsFile>>& shards() const { return shards_; }

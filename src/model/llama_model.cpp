@@ -12,9 +12,33 @@ namespace ll3 {
 
 LlamaModel::~LlamaModel() = default;
 
-Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& path) {
+namespace {
+
+// Bytes of the checkpoint: the file, or a directory's .safetensors shards.
+uint64_t checkpoint_bytes(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) {
+    const uintmax_t n = fs::file_size(path, ec);
+    return ec ? 0 : static_cast<uint64_t>(n);
+  }
+  uint64_t total = 0;
+  for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) {
+    if (e.path().extension() == ".safetensors") total += static_cast<uint64_t>(e.file_size(ec));
+  }
+  return total;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& path, const LoadOptions& options) {
   std::unique_ptr<LlamaModel> m(new LlamaModel());
   m->path = path;
+  switch (options.weights) {
+    case WeightMemory::kMap: m->map_mode_ = MapMode::kMap; break;
+    case WeightMemory::kHugePages: m->map_mode_ = MapMode::kHugeCopy; break;
+    case WeightMemory::kAuto: m->map_mode_ = auto_map_mode(checkpoint_bytes(path)); break;
+  }
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     LL3_RETURN_IF_ERROR(m->load_hf(path));
@@ -86,7 +110,7 @@ Status matrix_from(const TensorRef& t, int64_t rows, int64_t cols, WeightMatrix*
 }  // namespace
 
 Status LlamaModel::load_gguf(const std::string& file) {
-  Result<std::unique_ptr<GgufFile>> g = GgufFile::open(file);
+  Result<std::unique_ptr<GgufFile>> g = GgufFile::open(file, map_mode_);
   if (!g.ok()) return g.status();
   gguf_ = std::move(g.value());
   const GgufFile& f = *gguf_;

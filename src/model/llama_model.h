@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/mmap_file.h"
 #include "core/status.h"
 #include "kernels/weight_matrix.h"
 #include "model/llama_config.h"
@@ -39,11 +40,22 @@ struct TensorRef {
   size_t nbytes = 0;
 };
 
+// How the weights get into memory (see core/mmap_file.h for why a copy can pay).
+enum class WeightMemory {
+  kAuto,       // a huge-page copy when the checkpoint takes at most half the available memory
+  kMap,        // mmap the checkpoint: nothing copied, pages droppable under memory pressure
+  kHugePages,  // read into huge pages: faster decode, costs the read at load
+};
+
+struct LoadOptions {
+  WeightMemory weights = WeightMemory::kAuto;
+};
+
 class LlamaModel {
  public:
   ~LlamaModel();
   // path: a .gguf file, or a Hugging Face directory (config.json + *.safetensors).
-  static Result<std::unique_ptr<LlamaModel>> load(const std::string& path);
+  static Result<std::unique_ptr<LlamaModel>> load(const std::string& path, const LoadOptions& options = {});
 
   LlamaConfig config;
   WeightMatrix tok_embd;            // (n_vocab, dim)
@@ -63,11 +75,13 @@ class LlamaModel {
   // when present, else the type holding the most bytes.
   std::string file_type_name() const;
   std::string type_summary() const;  // "f32", "q4_k (mixed: 2 types)", ...
+  bool weights_copied() const { return map_mode_ == MapMode::kHugeCopy; }
 
  private:
   LlamaModel() = default;
   Status load_gguf(const std::string& path);
   Status load_hf(const std::string& dir);
+  MapMode map_mode_ = MapMode::kMap;
   // Checks config against tensors_ (GGUF names) and fills the weights.
   Status bind_weights();
 

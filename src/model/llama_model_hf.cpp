@@ -49,7 +49,7 @@ Status LlamaModel::load_hf(const std::string& dir) {
   Result<LlamaConfig> cfg = load_hf_config(dir);
   if (!cfg.ok()) return ctx(cfg.status());
   config = cfg.value();
-  Result<std::unique_ptr<SafetensorsModel>> st = SafetensorsModel::open_dir(dir);
+  Result<std::unique_ptr<SafetensorsModel>> st = SafetensorsModel::open_dir(dir, map_mode_);
   if (!st.ok()) return ctx(st.status());
   safetensors_ = std::move(st.value());
   for (const auto& [name, t] : safetensors_->tensors()) {

@@ -62,6 +62,19 @@ TEST(Cli, MissingModelIsAClearError) {
       << r.output;
 }
 
+TEST(Cli, WeightMemoryFlags) {
+  auto both = run_command(ll3() + " logits -m /nonexistent.gguf --tokens 1,2 --mmap --no-mmap", true);
+  EXPECT_EQ(both.exit_code, 1);
+  EXPECT_NE(both.output.find("--mmap and --no-mmap exclude each other"), std::string::npos) << both.output;
+  LL3_REQUIRE_SHARED();
+  for (const char* flag : {"--mmap", "--no-mmap"}) {
+    auto r = run_command(ll3() + " logits -m " + tiny() + " --tokens 1,2 " + flag, true);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(std::string(flag) == "--mmap" ? "MiB mmapped" : "MiB in huge pages"), std::string::npos)
+        << r.output;
+  }
+}
+
 TEST(Cli, LogitsJsonMatchesGolden) {
   LL3_REQUIRE_SHARED();
   nlohmann::json g = golden("P1");
