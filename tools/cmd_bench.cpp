@@ -36,7 +36,7 @@ Stats stats(const std::vector<double>& v) {
 
 std::string roofline_cache_path(int threads) {
   const char* home = std::getenv("HOME");
-  return std::string(home != nullptr ? home : "/tmp") + "/.cache/ll3/roofline-t" + std::to_string(threads) + ".txt";
+  return std::string(home != nullptr ? home : "/tmp") + "/.cache/ll3/roofline-v2-t" + std::to_string(threads) + ".txt";
 }
 
 // Read bandwidth in GB/s: every thread streams its own slice of a 1 GiB buffer (far larger than
