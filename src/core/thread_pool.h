@@ -62,6 +62,54 @@ class ThreadPool {
     run(body);
   }
 
+  // Splits [0, n) into one contiguous range per thread, which its owner walks front to back in
+  // chunks of `chunk`; a thread done with its own range takes chunks from the back of the
+  // others'. Each thread streams contiguous memory (like parallel_for; decode measured 2-7%
+  // faster than with interleaved chunks), yet a preempted thread does not hold the others at
+  // the barrier (like parallel_for_dynamic). fn(begin, end, thread_index) per chunk; with one
+  // thread, or n <= chunk, one call covers [0, n).
+  template <class F>
+  void parallel_for_stealing(int64_t n, int64_t chunk, F&& fn) {
+    constexpr int kMaxRanges = 64;
+    if (chunk < 1) chunk = 1;
+    if (n_threads_ == 1 || n <= chunk) {
+      if (n > 0) fn(int64_t{0}, n, 0);
+      return;
+    }
+    if (n_threads_ > kMaxRanges || n >= (int64_t{1} << 31)) {
+      parallel_for_dynamic(n, chunk, fn);
+      return;
+    }
+    // Per thread: front (low 32 bits, advanced by the owner) and back (high 32, lowered by
+    // thieves) in one word, so one compare-exchange settles a race between them.
+    struct alignas(64) Range {
+      std::atomic<uint64_t> front_back{0};
+    };
+    Range ranges[kMaxRanges];
+    auto pack = [](int64_t f, int64_t b) { return static_cast<uint64_t>(f) | static_cast<uint64_t>(b) << 32; };
+    for (int t = 0; t < n_threads_; ++t) {
+      ranges[t].front_back.store(pack(n * t / n_threads_, n * (t + 1) / n_threads_), std::memory_order_relaxed);
+    }
+    auto body = [&](int t, int nt) {
+      for (int k = 0; k < nt; ++k) {
+        std::atomic<uint64_t>& r = ranges[(t + k) % nt].front_back;
+        uint64_t v = r.load(std::memory_order_relaxed);
+        for (;;) {
+          const int64_t f = static_cast<int64_t>(v & 0xffffffffu), b = static_cast<int64_t>(v >> 32);
+          if (f >= b) break;
+          // Own range from the front, someone else's from the back; a failed exchange has
+          // reloaded v, so just try again.
+          const int64_t lo = k == 0 ? f : (b - chunk > f ? b - chunk : f);
+          const int64_t hi = k == 0 ? (f + chunk < b ? f + chunk : b) : b;
+          if (!r.compare_exchange_weak(v, k == 0 ? pack(hi, b) : pack(f, lo), std::memory_order_relaxed)) continue;
+          fn(lo, hi, t);
+          v = r.load(std::memory_order_relaxed);
+        }
+      }
+    };
+    run(body);
+  }
+
   // Splits [0, n) into one contiguous range per thread: fn(begin, end, thread_index).
   template <class F>
   void parallel_for(int64_t n, F&& fn) {

@@ -24,7 +24,7 @@ void matmul_q(ThreadPool& pool, const WeightMatrix& W, const float* x, float* y,
   pool.parallel_for(n, [&](int64_t begin, int64_t end, int) {
     for (int64_t t = begin; t < end; ++t) act.from_float(x + t * cols, scratch.xq + t * xq_bytes, cols);
   });
-  pool.parallel_for_dynamic(rows, row_chunk(pool, rows), [&](int64_t begin, int64_t end, int) {
+  pool.parallel_for_stealing(rows, row_chunk(pool, rows), [&](int64_t begin, int64_t end, int) {
     if (n == 1) {
       if (tr.dot_q_wrows != nullptr) {
         tr.dot_q_wrows(W.row(begin), W.row_bytes, end - begin, scratch.xq, cols, y + begin);
@@ -89,7 +89,7 @@ void matmul(ThreadPool& pool, const WeightMatrix& W, const float* x, float* y, i
   }
   const int64_t rows = W.rows, cols = W.cols;
   if (n == 1) {
-    pool.parallel_for_dynamic(rows, row_chunk(pool, rows), [&](int64_t begin, int64_t end, int) {
+    pool.parallel_for_stealing(rows, row_chunk(pool, rows), [&](int64_t begin, int64_t end, int) {
       for (int64_t r = begin; r < end; ++r) y[r] = tr.dot_f32(W.row(r), x, cols);
     });
     return;
