@@ -2,15 +2,12 @@
 #include <immintrin.h>
 
 #include "core/half.h"
+#include "kernels/cpu/avx512/prefetch.h"
 #include "kernels/float_kernels.h"
 
 namespace ll3::kernels::avx512 {
 
 namespace {
-// Decode streams each weight row once: prefetching this far ahead of the loads keeps more
-// cache-line requests in flight than the hardware prefetcher alone (measured on the decode path).
-constexpr int kPrefetchBytes = 2048;
-
 inline __m512 load_bf16(const uint16_t* p) {
   __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
@@ -22,8 +19,7 @@ float f32_dot(const void* row, const float* x, int64_t n) {
   __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    _mm_prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchBytes, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchBytes + 64, _MM_HINT_T0);
+    prefetch_ahead<2>(w + i);
     a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), _mm512_loadu_ps(x + i), a0);
     a1 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 16), _mm512_loadu_ps(x + i + 16), a1);
   }
@@ -43,7 +39,7 @@ float f16_dot(const void* row, const float* x, int64_t n) {
   __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    _mm_prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchBytes, _MM_HINT_T0);
+    prefetch_ahead<1>(w + i);
     __m512 w0 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + i)));
     __m512 w1 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + i + 16)));
     a0 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + i), a0);
@@ -59,7 +55,7 @@ float bf16_dot(const void* row, const float* x, int64_t n) {
   __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    _mm_prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchBytes, _MM_HINT_T0);
+    prefetch_ahead<1>(w + i);
     a0 = _mm512_fmadd_ps(load_bf16(w + i), _mm512_loadu_ps(x + i), a0);
     a1 = _mm512_fmadd_ps(load_bf16(w + i + 16), _mm512_loadu_ps(x + i + 16), a1);
   }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "kernels/cpu/avx512/prefetch.h"
 #include "kernels/quant_kernels.h"
 #include "kernels/quant_simd_unpack.h"
 
@@ -36,20 +37,6 @@ alignas(64) constexpr int32_t kQ6KScaleIdx[4][16] = {
     {4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7},
     {8, 8, 8, 8, 9, 9, 9, 9, 10, 10, 10, 10, 11, 11, 11, 11},
     {12, 12, 12, 12, 13, 13, 13, 13, 14, 14, 14, 14, 15, 15, 15, 15}};
-
-// Software prefetch in the weight stream, into L2: the hardware prefetcher alone falls behind.
-// Decode, 2 threads, 1B preset (t/s): Q4_K_M 21.9 with 2 KB into L1, 23.8 with 4 KB into L2
-// (file pages), 29.3 from huge pages; Q8_0 14.2 -> 15.3. Prefetches into L1 hold one of the
-// core's few line-fill buffers until the line arrives; those into L2 do not.
-constexpr int kPrefetchBytes = 4096;
-
-// Prefetch the kLines cache lines kPrefetchBytes past p (one block's worth). The
-// one-activation-row kernels (dot_q, decode) use it; the batched ones are not memory-bound.
-template <int kLines>
-inline void prefetch_ahead(const void* p) {
-  const char* pf = static_cast<const char*>(p) + kPrefetchBytes;
-  LL3_UNROLL for (int l = 0; l < kLines; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T1);
-}
 
 inline __m512i load_idx(const int32_t* p) { return _mm512_load_si512(p); }
 
