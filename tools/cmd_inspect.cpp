@@ -143,7 +143,9 @@ int cmd_inspect(int argc, char** argv) {
   std::printf("total tensor bytes: %llu (%s)\n", static_cast<unsigned long long>(total),
               human_bytes(static_cast<double>(total)).c_str());
 
-  Result<std::unique_ptr<LlamaModel>> m = LlamaModel::load(path);
+  LoadOptions mapped;  // inspecting reads a few bytes of each tensor at most: never copy
+  mapped.weights = WeightMemory::kMap;
+  Result<std::unique_ptr<LlamaModel>> m = LlamaModel::load(path, mapped);
   if (!m.ok()) {
     std::printf("\nmodel: cannot run: %s\n", m.message().c_str());
     return 1;
