@@ -47,7 +47,8 @@ struct Bf16WeightRows {
 // Packs one group: x holds n_valid <= 16 rows of k floats (stride ldx floats); out receives
 // 16 * k bf16.
 using PackXBf16Fn = void (*)(const float* x, size_t ldx, int64_t n_valid, int64_t k, uint16_t* out);
-// y[t * ldy + r] for r < w.nr, t < n (k a multiple of 32).
+// y[t * ldy + r] for r < w.nr, t < n (k a multiple of 32). Uses about 100 KB of stack (the
+// unpacked chunks and the parked accumulators), allocates nothing.
 using GemmBf16Fn = void (*)(const Bf16WeightRows& w, const uint16_t* xp, int64_t n, int64_t k, float* y,
                             size_t ldy);
 
