@@ -4,7 +4,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <random>
 
 #include "core/mmap_file.h"
@@ -18,7 +17,7 @@ std::string write_random_file(const std::string& name, size_t n, uint32_t seed) 
   std::string bytes(n, '\0');
   for (char& c : bytes) c = static_cast<char>(rng());
   const std::string path = test::temp_dir() + "/" + name;
-  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(n));
+  test::write_file(path, bytes);
   return path;
 }
 

@@ -16,14 +16,6 @@
 namespace ll3 {
 namespace {
 
-std::vector<float> random_logits(int64_t n, uint32_t seed, float spread = 4.f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.f, spread);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = d(rng);
-  return v;
-}
-
 std::vector<double> log_softmax_double(const float* l, int64_t n) {
   double m = l[0];
   for (int64_t i = 1; i < n; ++i) m = std::max(m, static_cast<double>(l[i]));
@@ -36,7 +28,7 @@ std::vector<double> log_softmax_double(const float* l, int64_t n) {
 
 TEST(PerplexityMath, NllMatchesDoubleLogSoftmax) {
   for (int64_t n : {2, 7, 1001}) {
-    auto l = random_logits(n, static_cast<uint32_t>(n));
+    auto l = test::random_normal(n, static_cast<uint32_t>(n), 4.f);
     auto lp = log_softmax_double(l.data(), n);
     for (int32_t t : {0, static_cast<int32_t>(n / 2), static_cast<int32_t>(n - 1)}) {
       EXPECT_NEAR(token_nll(l.data(), n, t), -lp[static_cast<size_t>(t)], 1e-5);
@@ -48,7 +40,7 @@ TEST(PerplexityMath, NllMatchesDoubleLogSoftmax) {
 
 TEST(PerplexityMath, QuantizedLogProbsWithinHalfAStep) {
   const int64_t n = 3001;  // odd: the record is padded
-  auto l = random_logits(n, 7, 6.f);
+  auto l = test::random_normal(n, 7, 6.f);
   auto lp = log_softmax_double(l.data(), n);
   std::vector<uint16_t> rec(static_cast<size_t>(log_prob_record_size(n)), 0xffff);
   token_nll_quantized(l.data(), n, 3, rec.data());
@@ -71,7 +63,7 @@ TEST(PerplexityMath, QuantizedLogProbsWithinHalfAStep) {
 
 TEST(PerplexityMath, KlAgainstDirectComputation) {
   const int64_t n = 5000;
-  auto base = random_logits(n, 11);
+  auto base = test::random_normal(n, 11, 4.f);
   auto other = base;
   std::mt19937 rng(5);
   std::normal_distribution<float> noise(0.f, 0.3f);

@@ -10,18 +10,12 @@
 #include <random>
 #include <vector>
 
+#include "test_support.h"
+
 namespace ll3 {
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
-
-std::vector<float> random_logits(int n, uint32_t seed, float scale = 2.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = d(rng);
-  return v;
-}
 
 SamplingParams no_filters(float temperature = 1.0f) {
   SamplingParams p;
@@ -111,7 +105,7 @@ TEST(Sampler, ArgmaxFindsFirstMaximum) {
   EXPECT_EQ(argmax(v.data(), 5), 1);
   std::vector<float> w = {std::nanf(""), -kInf, -2.0f, std::nanf("")};
   EXPECT_EQ(argmax(w.data(), 4), 2);
-  auto r = random_logits(4097, 7);
+  auto r = test::random_normal(4097, 7, 2.0f);
   EXPECT_EQ(argmax(r.data(), 4097), int32_t(std::max_element(r.begin(), r.end()) - r.begin()));
 }
 
@@ -120,7 +114,7 @@ TEST(Sampler, GreedyEqualsArgmax) {
   p.temperature = 0.0f;
   Sampler s(p, 1000);
   for (uint32_t seed = 0; seed < 20; ++seed) {
-    auto l = random_logits(1000, seed);
+    auto l = test::random_normal(1000, seed, 2.0f);
     EXPECT_EQ(s.sample(l.data(), {}), argmax(l.data(), 1000));
   }
 }
@@ -130,7 +124,7 @@ TEST(Sampler, TopK1IsGreedy) {
   p.top_k = 1;
   Sampler s(p, 3000);
   for (uint32_t seed = 0; seed < 50; ++seed) {
-    auto l = random_logits(3000, seed, 0.1f);  // nearly flat: anything but top-1 would wander
+    auto l = test::random_normal(3000, seed, 0.1f);  // nearly flat: anything but top-1 would wander
     EXPECT_EQ(s.sample(l.data(), {}), argmax(l.data(), 3000));
   }
 }
@@ -141,7 +135,7 @@ TEST(Sampler, SameSeedSameSequenceDifferentSeedDiffers) {
   p.top_k = 0;
   p.top_p = 0.99f;
   p.min_p = 0.0f;
-  auto l = random_logits(5000, 3, 1.0f);
+  auto l = test::random_normal(5000, 3, 1.0f);
   auto run = [&](uint64_t seed) {
     p.seed = seed;
     Sampler s(p, 5000);
@@ -164,20 +158,20 @@ TEST(Sampler, SameSeedSameSequenceDifferentSeedDiffers) {
 }
 
 TEST(Sampler, TemperatureOnlyMatchesSoftmax) {
-  auto l = random_logits(8, 11, 1.0f);
+  auto l = test::random_normal(8, 11, 1.0f);
   check_distribution(l, no_filters(0.7f), {});
   check_distribution(l, no_filters(1.8f), {});
 }
 
 TEST(Sampler, TopKKeepsKBest) {
-  auto l = random_logits(8, 12, 1.0f);
+  auto l = test::random_normal(8, 12, 1.0f);
   SamplingParams p = no_filters(1.0f);
   p.top_k = 3;
   check_distribution(l, p, {});
 }
 
 TEST(Sampler, TopPKeepsSmallestNucleus) {
-  auto l = random_logits(8, 13, 1.0f);
+  auto l = test::random_normal(8, 13, 1.0f);
   SamplingParams p = no_filters(1.3f);
   p.top_p = 0.7f;
   check_distribution(l, p, {});
@@ -195,7 +189,7 @@ TEST(Sampler, TopPIsAppliedBeforeTemperature) {
 }
 
 TEST(Sampler, MinPDropsUnlikelyTokens) {
-  auto l = random_logits(8, 14, 1.5f);
+  auto l = test::random_normal(8, 14, 1.5f);
   SamplingParams p = no_filters(1.0f);
   p.min_p = 0.2f;
   auto want = expected_probs(l, p, {});
@@ -218,7 +212,7 @@ TEST(Sampler, PenaltiesShiftTheDistribution) {
 }
 
 TEST(Sampler, FullChainMatchesReference) {
-  auto l = random_logits(16, 15, 1.2f);
+  auto l = test::random_normal(16, 15, 1.2f);
   SamplingParams p;
   p.temperature = 0.9f;
   p.top_k = 10;
@@ -237,7 +231,7 @@ TEST(Sampler, FullChainMatchesReference) {
 // exactly the reference's kept set, its weakest member included.
 TEST(Sampler, LargeVocabularyKeepsExactlyTheReferenceSet) {
   const int n = 2000;  // > 256, so top-p's selection loop runs
-  auto l = random_logits(n, 41, 1.2f);
+  auto l = test::random_normal(n, 41, 1.2f);
   std::vector<int32_t> history = {5, 17, 17, 900, 1999};
   std::vector<SamplingParams> configs(5, no_filters(1e4f));
   configs[0].top_p = 0.5f;
@@ -282,7 +276,7 @@ TEST(Sampler, RepeatPenaltyWindowUnderGreedy) {
 
 TEST(Sampler, MaskedLogitsNeverChosen) {
   const int n = 257;
-  auto l = random_logits(n, 21);
+  auto l = test::random_normal(n, 21, 2.0f);
   for (int i = 0; i < n; i += 2) l[size_t(i)] = -kInf;
   l[5] = std::nanf("");
   std::vector<SamplingParams> configs = {no_filters(1.0f), SamplingParams{}};
@@ -304,7 +298,7 @@ TEST(Sampler, MaskedLogitsNeverChosen) {
     }
   }
   // A single +inf logit always wins; an all -inf row gives token 0 rather than garbage.
-  std::vector<float> inf_row = random_logits(100, 22);
+  std::vector<float> inf_row = test::random_normal(100, 22, 2.0f);
   inf_row[37] = kInf;
   std::vector<float> dead(100, -kInf);
   for (auto p : configs) {
@@ -316,7 +310,7 @@ TEST(Sampler, MaskedLogitsNeverChosen) {
 
 TEST(Sampler, FastOnLlama3Vocabulary) {
   const int n = 128256;
-  auto l = random_logits(n, 31, 3.0f);
+  auto l = test::random_normal(n, 31, 3.0f);
   std::vector<int32_t> history(64);
   for (size_t i = 0; i < history.size(); ++i) history[i] = int32_t(i * 997 % n);
   SamplingParams with_k;  // defaults: top-k 40, top-p, min-p

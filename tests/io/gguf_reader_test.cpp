@@ -31,7 +31,7 @@ class Bytes {
   std::string b;
 };
 
-constexpr uint32_t kStr = 8, kArr = 9, kU32 = 4, kF32 = 6, kI32 = 5;
+constexpr uint32_t kStr = 8, kArr = 9, kU32 = 4, kI32 = 5;
 
 Bytes header(uint64_t n_tensors, uint64_t n_kv, uint32_t version = 3) {
   Bytes h;

@@ -13,14 +13,6 @@
 namespace ll3 {
 namespace {
 
-std::vector<float> random_floats(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
 TEST(GgufWriter, EveryValueTypeRoundTrips) {
   GgufWriter w;
   w.set_u8("t.u8", 200);
@@ -123,7 +115,7 @@ TEST(GgufWriter, TensorsAlignedAndDataIntact) {
     GgufWriter w;
     if (alignment != 32) ASSERT_TRUE(w.set_alignment(alignment).ok());
     w.set_string("general.architecture", "llama");
-    std::vector<float> a = random_floats(7 * 3, 1);  // odd sizes force padding
+    std::vector<float> a = test::random_normal(7 * 3, 1);  // odd sizes force padding
     std::vector<uint16_t> b(5 * 2);
     std::mt19937 rng(2);
     for (auto& x : b) x = static_cast<uint16_t>(rng());
@@ -134,7 +126,7 @@ TEST(GgufWriter, TensorsAlignedAndDataIntact) {
                    ++fills;
                    for (int i = 0; i < 12; ++i) dst[i] = static_cast<uint8_t>(i * 7 + 1);
                  }).ok());
-    std::vector<float> d = random_floats(1, 3);
+    std::vector<float> d = test::random_normal(1, 3);
     ASSERT_TRUE(w.add_tensor("d", DType::F32, {1}, d.data()).ok());
 
     std::string path = test::temp_dir() + "/t.gguf";

@@ -137,14 +137,6 @@ TEST(Safetensors, RandomCorruptionNeverCrashes) {
   EXPECT_GT(ok, 0);
 }
 
-std::vector<float> random_floats(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d;
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
 SafetensorsWriteTensor f32_tensor(const std::string& name, std::vector<int64_t> shape,
                                   const std::vector<float>& v) {
   return {name, DType::F32, std::move(shape),
@@ -152,7 +144,7 @@ SafetensorsWriteTensor f32_tensor(const std::string& name, std::vector<int64_t> 
 }
 
 TEST(Safetensors, WriteThenOpenDirSingleAndSharded) {
-  auto a = random_floats(6, 1), b = random_floats(10, 2), c = random_floats(4, 3);
+  auto a = test::random_normal(6, 1), b = test::random_normal(10, 2), c = test::random_normal(4, 3);
   // Single file.
   std::string dir1 = test::temp_dir();
   ASSERT_TRUE(write_safetensors(dir1 + "/model.safetensors",

@@ -11,19 +11,13 @@
 #include "kernels/gemm_bf16.h"
 #include "kernels/type_traits.h"
 #include "quant_test_rows.h"
+#include "test_support.h"
 
 namespace ll3 {
 namespace {
 
 constexpr DType kTypes[] = {DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
                             DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
-
-std::vector<float> random_floats(size_t n, std::mt19937& rng) {
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& f : v) f = nd(rng);
-  return v;
-}
 
 std::vector<uint16_t> packed(kernels::PackXBf16Fn pack, const std::vector<float>& x, size_t ldx, int64_t n,
                              int64_t k) {
@@ -52,7 +46,7 @@ TEST(GemmBf16, PackingMatchesReferenceExactly) {
   for (int64_t n : {1, 5, 16, 23, 40}) {
     for (int64_t k : {32, 96, 256}) {
       const size_t ldx = static_cast<size_t>(k + 7);
-      std::vector<float> x = random_floats(n * ldx, rng);
+      std::vector<float> x = test::random_normal(n * ldx, rng());
       ASSERT_EQ(packed(amx->pack_x, x, ldx, n, k), packed(kernels::ref::pack_x_bf16, x, ldx, n, k)) << n << "x" << k;
     }
   }
@@ -90,7 +84,7 @@ void check_product(DType type, bool fused_unpack, int64_t nr, int64_t n, int64_t
   w.to_float = tr->to_float;
   w.next = rows.data() + nr * row_bytes;
   w.next_bytes = row_bytes;
-  std::vector<float> x = random_floats(n * k, rng);
+  std::vector<float> x = test::random_normal(n * k, rng());
   std::vector<uint16_t> xp = packed(kernels::ref::pack_x_bf16, x, k, n, k);
   const size_t ldy = static_cast<size_t>(nr + 3);
   std::vector<float> y(n * ldy, -7.0f), yr(n * ldy, -7.0f);

@@ -30,6 +30,9 @@ CommandResult run_command(const std::string& cmd, bool merge_stderr = false);
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& data);
 
+// n draws from N(0, sd^2) with a seeded generator: the random (never zero) test data.
+std::vector<float> random_normal(size_t n, uint32_t seed, float sd = 1.0f);
+
 // A .npy file of float32 (shape and data).
 struct Npy {
   std::vector<int64_t> shape;
