@@ -88,6 +88,7 @@ void set_quant_kernels(Table& t) {
     t[size_t(DType::T)].dot_f32 = kernels::avx512::lower##_dot;              \
     t[size_t(DType::T)].dot_q = kernels::avx512::lower##_dot_##act;          \
     t[size_t(DType::T)].dot_q_rows = rows_by_dot<kernels::avx512::lower##_dot_##act>; \
+    t[size_t(DType::T)].to_bf16 = kernels::avx512::lower##_to_bf16;          \
   }
   LL3_SET(Q4_0, q4_0, q8_0)
   LL3_SET(Q4_1, q4_1, q8_1)
@@ -120,16 +121,6 @@ void set_quant_kernels(Table& t) {
     t[size_t(DType::Q4_K)].dot_q_wrows = kernels::avx512::q4_k_dot_q8_k_wrows;
     t[size_t(DType::Q6_K)].dot_q_wrows = kernels::avx512::q6_k_dot_q8_k_wrows;
     t[size_t(DType::Q8_0)].dot_q_wrows = kernels::avx512::q8_0_dot_q8_0_wrows;
-    t[size_t(DType::Q4_0)].to_bf16 = kernels::avx512::q4_0_to_bf16;
-    t[size_t(DType::Q4_1)].to_bf16 = kernels::avx512::q4_1_to_bf16;
-    t[size_t(DType::Q5_0)].to_bf16 = kernels::avx512::q5_0_to_bf16;
-    t[size_t(DType::Q5_1)].to_bf16 = kernels::avx512::q5_1_to_bf16;
-    t[size_t(DType::Q8_0)].to_bf16 = kernels::avx512::q8_0_to_bf16;
-    t[size_t(DType::Q2_K)].to_bf16 = kernels::avx512::q2_k_to_bf16;
-    t[size_t(DType::Q3_K)].to_bf16 = kernels::avx512::q3_k_to_bf16;
-    t[size_t(DType::Q4_K)].to_bf16 = kernels::avx512::q4_k_to_bf16;
-    t[size_t(DType::Q5_K)].to_bf16 = kernels::avx512::q5_k_to_bf16;
-    t[size_t(DType::Q6_K)].to_bf16 = kernels::avx512::q6_k_to_bf16;
   }
 }
 

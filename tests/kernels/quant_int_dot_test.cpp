@@ -214,7 +214,8 @@ TEST(QuantIntDot, WeightRowsMatchReference) {
     ASSERT_NE(type_traits(c.type)->dot_q_wrows, nullptr);
     std::mt19937 rng(static_cast<uint32_t>(c.type) * 7u + 5);
     const int64_t bs = dtype_info(c.type).block_size;
-    for (int64_t blocks : {1, 3, 8, 37}) {
+    // The last: ~35k elements, longer than one segment of the Q8_0 decode kernel (1024 blocks).
+    for (int64_t blocks : {int64_t{1}, int64_t{3}, int64_t{8}, int64_t{37}, 1100 * 32 / bs}) {
       const int64_t n = bs * blocks;
       const size_t row_bytes = dtype_row_bytes(c.type, n), stride = row_bytes + 48;
       const int64_t max_rows = 21;

@@ -341,12 +341,12 @@ void q8_0_rows(const void* row, const void* xq, size_t stride, int64_t n, float*
 }
 
 // ---- Decode: several weight rows against one activation row (dot_q_wrows) -------------------
-// The kernels take R weight rows per pass (each activation load shared by R rows). Measured
-// single-thread on weights outside L2, R = 2 or 4 was slower than R = 1: interleaved row streams
-// defeat the hardware prefetcher. What pays is a software prefetch ahead in the (contiguous)
-// weight stream and, for Q4_K, less work per block. Q6_K and Q8_0 give bit-identical results
-// to their dot_q; Q4_K groups the integer sums differently (same to float rounding).
-constexpr int kWRows = 1;
+// The K-quant kernels can take R weight rows per pass (each activation load shared by R rows).
+// Measured on weights outside L2, R = 2 or 4 was slower than R = 1 (again with huge pages, 1B
+// preset, 2 threads: Q4_K_M 28.4 / 28.0 t/s against 30.4; Q8_0 likewise): interleaved row
+// streams cost more than the shared loads save. What pays is a software prefetch ahead in the
+// (contiguous) weight stream and less work per block. Q6_K gives bit-identical results to its
+// dot_q; Q4_K and Q8_0 group their sums differently (same to float rounding).
 
 template <class Block>
 inline const Block* wrow(const void* rows, size_t row_stride, int r) {
@@ -488,38 +488,6 @@ void q6_k_wrows(const void* rows, size_t rs, const void* xq, int64_t n, float* y
   for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
 }
 
-// Q8_0: the dot_q kernel (256-bit, one block per step, sign trick) plus the prefetch. (Two
-// blocks per 512-bit step with unsigned activations, a + 128, measured 10% slower, at 1 and at
-// 4 rows per pass.)
-template <int R>
-void q8_0_wrows(const void* rows, size_t rs, const void* xq, int64_t n, float* y) {
-  const BlockQ8_0* a = static_cast<const BlockQ8_0*>(xq);
-  __m256 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qs));
-    const float ad = simd::h2f(a[i].d);
-    LL3_UNROLL for (int r = 0; r < R; ++r) {
-      const BlockQ8_0& w = wrow<BlockQ8_0>(rows, rs, r)[i];
-      if (i % 2 == 0) prefetch_ahead<2>(&w);
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs));
-      const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(q), _mm256_sign_epi8(av, q));
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(simd::h2f(w.d) * ad), acc[r]);
-    }
-  }
-  for (int r = 0; r < R; ++r) y[r] = hsum8(acc[r]);
-}
-
-// nrows weight rows in passes of kWRows, the rest (up to kWRows - 1) one by one.
-template <void (*Full)(const void*, size_t, const void*, int64_t, float*),
-          void (*One)(const void*, size_t, const void*, int64_t, float*)>
-void run_wrows(const void* rows, size_t rs, int64_t nrows, const void* xq, int64_t n, float* y) {
-  const uint8_t* w = static_cast<const uint8_t*>(rows);
-  int64_t r = 0;
-  for (; r + kWRows <= nrows; r += kWRows) Full(w + r * rs, rs, xq, n, y + r);
-  for (; r < nrows; ++r) One(w + r * rs, rs, xq, n, y + r);
-}
-
 // Split nx activation rows into passes of at most kMaxNX.
 template <template <int> class K>
 void run_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride) {
@@ -610,39 +578,41 @@ void q4_k_dot_q8_k_wrows(const void* rows, size_t row_stride, int64_t nrows, con
   }
 }
 void q6_k_dot_q8_k_wrows(const void* rows, size_t row_stride, int64_t nrows, const void* xq, int64_t n, float* y) {
-  run_wrows<q6_k_wrows<kWRows>, q6_k_wrows<1>>(rows, row_stride, nrows, xq, n, y);
+  const uint8_t* w = static_cast<const uint8_t*>(rows);
+  for (int64_t r = 0; r < nrows; ++r) q6_k_wrows<1>(w + r * row_stride, row_stride, xq, n, y + r);
 }
-// Q8_0 decode: the activation's scales become floats once per call, and each row runs two
-// blocks per step into two accumulators. One FMA chain held one core to 66% of its read
-// bandwidth (1B preset, 1 thread: 7.7 t/s); two reach 86% (10.2 t/s). With 2 threads both
-// are bandwidth-bound (19-20 t/s).
+// Q8_0 decode: the activation's scales become floats once per segment of kSegBlocks blocks, and
+// each row runs two blocks per step into two accumulators (256-bit, sign trick; two blocks per
+// 512-bit step with unsigned activations measured 10% slower). One FMA chain held one core to
+// 66% of its read bandwidth (1B preset, 1 thread: 7.7 t/s); two reach 86% (10.2 t/s). Rows
+// longer than one segment (n > 32768: no Llama shape) add their segments' sums.
 void q8_0_dot_q8_0_wrows(const void* rows, size_t row_stride, int64_t nrows, const void* xq, int64_t n, float* y) {
-  constexpr int64_t kMaxBlocks = 1024;
-  const int64_t nb = n / kQK;
-  if (nb > kMaxBlocks) {
-    run_wrows<q8_0_wrows<kWRows>, q8_0_wrows<1>>(rows, row_stride, nrows, xq, n, y);
-    return;
-  }
+  constexpr int64_t kSegBlocks = 1024;
   const BlockQ8_0* a = static_cast<const BlockQ8_0*>(xq);
-  alignas(64) float ad[kMaxBlocks];
-  for (int64_t i = 0; i < nb; ++i) ad[i] = simd::h2f(a[i].d);
-  auto block = [&](const BlockQ8_0& w, int64_t i, __m256 acc) {
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs));
-    const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qs));
-    const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(q), _mm256_sign_epi8(av, q));
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(simd::h2f(w.d) * ad[i]), acc);
-  };
-  for (int64_t r = 0; r < nrows; ++r) {
-    const BlockQ8_0* w = wrow<BlockQ8_0>(rows, row_stride, static_cast<int>(r));
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-      prefetch_ahead<2>(w + i);
-      acc0 = block(w[i], i, acc0);
-      acc1 = block(w[i + 1], i + 1, acc1);
+  const int64_t nb = n / kQK;
+  alignas(64) float ad[kSegBlocks];
+  for (int64_t s0 = 0; s0 < nb; s0 += kSegBlocks) {
+    const int64_t s1 = std::min(nb, s0 + kSegBlocks);
+    for (int64_t i = s0; i < s1; ++i) ad[i - s0] = simd::h2f(a[i].d);
+    auto block = [&](const BlockQ8_0& w, int64_t i, __m256 acc) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs));
+      const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qs));
+      const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(q), _mm256_sign_epi8(av, q));
+      return _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(simd::h2f(w.d) * ad[i - s0]), acc);
+    };
+    for (int64_t r = 0; r < nrows; ++r) {
+      const BlockQ8_0* w = wrow<BlockQ8_0>(rows, row_stride, static_cast<int>(r));
+      __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+      int64_t i = s0;
+      for (; i + 2 <= s1; i += 2) {
+        prefetch_ahead<2>(w + i);
+        acc0 = block(w[i], i, acc0);
+        acc1 = block(w[i + 1], i + 1, acc1);
+      }
+      if (i < s1) acc0 = block(w[i], i, acc0);
+      const float sum = hsum8(_mm256_add_ps(acc0, acc1));
+      y[r] = s0 == 0 ? sum : y[r] + sum;
     }
-    if (i < nb) acc0 = block(w[i], i, acc0);
-    y[r] = hsum8(_mm256_add_ps(acc0, acc1));
   }
 }
 
