@@ -4,9 +4,9 @@
 // tiles, not arithmetic, bounds it.
 #include <benchmark/benchmark.h>
 
-#include <random>
 #include <vector>
 
+#include "bench_data.h"
 #include "kernels/gemm_bf16.h"
 #include "kernels/type_traits.h"
 
@@ -22,17 +22,9 @@ void gemm_bf16_blocks(benchmark::State& state, DType type) {
   }
   const int64_t k = state.range(0), n = state.range(1), rows = state.range(2);
   const TypeTraits* tr = type_traits(type);
-  std::mt19937 rng(1);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> f(static_cast<size_t>(k));
   const size_t row_bytes = dtype_row_bytes(type, k);
-  std::vector<uint8_t> w(rows * row_bytes);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (float& v : f) v = nd(rng);
-    type_traits_ref(type)->from_float(f.data(), w.data() + r * row_bytes, k);
-  }
-  std::vector<float> x(static_cast<size_t>(n * k));
-  for (float& v : x) v = nd(rng);
+  const std::vector<uint8_t> w = bench::make_weights(type, k, rows);
+  const std::vector<float> x = bench::random_floats(n * k, 1);
   std::vector<uint16_t> xp(kernels::bf16_packed_x_elems(n, k));
   for (int64_t g = 0; g * 16 < n; ++g) {
     amx->pack_x(x.data() + g * 16 * k, static_cast<size_t>(k), std::min<int64_t>(16, n - g * 16), k,

@@ -5,38 +5,25 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <random>
 #include <vector>
 
+#include "bench_data.h"
 #include "kernels/type_traits.h"
 
 namespace {
 
 using ll3::DType;
-
-std::vector<uint8_t> make_weights(DType t, int64_t n, int64_t rows) {
-  const ll3::TypeTraits* tt = ll3::type_traits(t);
-  const size_t row_bytes = ll3::dtype_row_bytes(t, n);
-  std::vector<uint8_t> w(row_bytes * rows);
-  std::mt19937 rng(42);
-  std::normal_distribution<float> g(0.0f, 0.02f);
-  std::vector<float> x(n);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (float& v : x) v = g(rng);
-    tt->from_float(x.data(), w.data() + r * row_bytes, n);
-  }
-  return w;
-}
+using ll3::bench::make_weights;
+using ll3::bench::quantized_activations;
+using ll3::bench::random_floats;
 
 void gemv(benchmark::State& state, DType t, bool reference) {
   const int64_t n = state.range(0), rows = state.range(1);
   const ll3::TypeTraits* tt = reference ? ll3::type_traits_ref(t) : ll3::type_traits(t);
   const std::vector<uint8_t> w = make_weights(t, n, rows);
   const size_t row_bytes = ll3::dtype_row_bytes(t, n);
-  std::vector<float> x(n), y(rows);
-  std::mt19937 rng(1);
-  std::normal_distribution<float> g(0.0f, 1.0f);
-  for (float& v : x) v = g(rng);
+  const std::vector<float> x = random_floats(n, 1);
+  std::vector<float> y(rows);
   for (auto _ : state) {
     for (int64_t r = 0; r < rows; ++r) y[r] = tt->dot_f32(w.data() + r * row_bytes, x.data(), n);
     benchmark::DoNotOptimize(y.data());
@@ -56,11 +43,9 @@ void gemv_q(benchmark::State& state, DType t) {
   const ll3::TypeTraits* act = ll3::type_traits(tt->vec_dot_type);
   const std::vector<uint8_t> w = make_weights(t, n, rows);
   const size_t row_bytes = ll3::dtype_row_bytes(t, n);
-  std::vector<float> x(n), y(rows);
-  std::vector<uint8_t> xq(ll3::dtype_row_bytes(tt->vec_dot_type, n));
-  std::mt19937 rng(1);
-  std::normal_distribution<float> g(0.0f, 1.0f);
-  for (float& v : x) v = g(rng);
+  const std::vector<float> x = random_floats(n, 1);
+  std::vector<uint8_t> xq = quantized_activations(t, x);
+  std::vector<float> y(rows);
   for (auto _ : state) {
     act->from_float(x.data(), xq.data(), n);
     for (int64_t r = 0; r < rows; ++r) y[r] = tt->dot_q(w.data() + r * row_bytes, xq.data(), n);
@@ -79,15 +64,10 @@ void gemv_wrows(benchmark::State& state, DType t, bool wrows) {
     state.SkipWithError("no dot_q_wrows");
     return;
   }
-  const ll3::TypeTraits* act = ll3::type_traits(tt->vec_dot_type);
   const std::vector<uint8_t> w = make_weights(t, n, rows);
   const size_t row_bytes = ll3::dtype_row_bytes(t, n);
-  std::vector<float> x(n), y(rows);
-  std::vector<uint8_t> xq(ll3::dtype_row_bytes(tt->vec_dot_type, n));
-  std::mt19937 rng(1);
-  std::normal_distribution<float> g(0.0f, 1.0f);
-  for (float& v : x) v = g(rng);
-  act->from_float(x.data(), xq.data(), n);
+  const std::vector<uint8_t> xq = quantized_activations(t, random_floats(n, 1));
+  std::vector<float> y(rows);
   constexpr int64_t kChunk = 16;
   for (auto _ : state) {
     for (int64_t r0 = 0; r0 < rows; r0 += kChunk) {
@@ -120,17 +100,14 @@ LL3_GEMV_WROWS(Q8_0)
 void gemm_q(benchmark::State& state, DType t, bool per_row) {
   const int64_t n = state.range(0), rows = state.range(1), tokens = state.range(2);
   const ll3::TypeTraits* tt = ll3::type_traits(t);
-  const ll3::TypeTraits* act = ll3::type_traits(tt->vec_dot_type);
   const std::vector<uint8_t> w = make_weights(t, n, rows);
   const size_t row_bytes = ll3::dtype_row_bytes(t, n);
   const size_t xq_bytes = ll3::dtype_row_bytes(tt->vec_dot_type, n);
-  std::vector<float> x(n), y(rows * tokens);
-  std::vector<uint8_t> xq(xq_bytes * tokens);
-  std::mt19937 rng(1);
-  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> y(rows * tokens);
+  std::vector<uint8_t> xq;
   for (int64_t j = 0; j < tokens; ++j) {
-    for (float& v : x) v = g(rng);
-    act->from_float(x.data(), xq.data() + j * xq_bytes, n);
+    const std::vector<uint8_t> row = quantized_activations(t, random_floats(n, 1 + static_cast<uint32_t>(j)));
+    xq.insert(xq.end(), row.begin(), row.end());
   }
   for (auto _ : state) {
     for (int64_t r = 0; r < rows; ++r) {
