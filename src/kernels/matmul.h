@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "core/thread_pool.h"
 #include "kernels/gemm_bf16.h"
@@ -38,5 +39,18 @@ inline size_t xq_row_bytes(int64_t n) { return static_cast<size_t>((n + 255) / 2
 // x: (n, W.cols) row-major; y: (n, W.rows) row-major.
 void matmul(ThreadPool& pool, const WeightMatrix& W, const float* x, float* y, int64_t n,
             const MatmulScratch& scratch);
+
+// One product of a group that shares its input: y = W x.
+struct MatmulOutput {
+  const WeightMatrix* W;
+  float* y;  // (n, W->rows)
+};
+constexpr int kMaxSharedOutputs = 3;
+
+// Up to kMaxSharedOutputs products of the same x (Q, K, V; gate, up), all with W->cols equal:
+// the activations are quantized or packed once and the rows of all the weights are split
+// across the threads in one pass (one barrier instead of one per product).
+void matmul_shared(ThreadPool& pool, std::initializer_list<MatmulOutput> outputs, const float* x, int64_t n,
+                   const MatmulScratch& scratch);
 
 }  // namespace ll3

@@ -107,9 +107,7 @@ Status LlamaRunner::forward(const BatchPlan& plan, float* logits) {
     for (int64_t t = 0; t < T; ++t) {
       ops::rmsnorm(&x_[t * dim], L.attn_norm.data(), &xb_[t * dim], dim, c_.norm_eps);
     }
-    matmul(pool_, L.wq, xb_.data(), q_.data(), T, mm_scratch_);
-    matmul(pool_, L.wk, xb_.data(), k_.data(), T, mm_scratch_);
-    matmul(pool_, L.wv, xb_.data(), v_.data(), T, mm_scratch_);
+    matmul_shared(pool_, {{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xb_.data(), T, mm_scratch_);
     for (int64_t t = 0; t < T; ++t) {
       ops::rope(&q_[t * q_dim_], c_.n_heads, hd, &rope_cos_[t * half], &rope_sin_[t * half], c_.rope_half_pairs);
       ops::rope(&k_[t * kv_dim_], c_.n_kv_heads, hd, &rope_cos_[t * half], &rope_sin_[t * half], c_.rope_half_pairs);
@@ -128,8 +126,7 @@ Status LlamaRunner::forward(const BatchPlan& plan, float* logits) {
     for (int64_t t = 0; t < T; ++t) {
       ops::rmsnorm(&x_[t * dim], L.ffn_norm.data(), &xb_[t * dim], dim, c_.norm_eps);
     }
-    matmul(pool_, L.w_gate, xb_.data(), gate_.data(), T, mm_scratch_);
-    matmul(pool_, L.w_up, xb_.data(), up_.data(), T, mm_scratch_);
+    matmul_shared(pool_, {{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}}, xb_.data(), T, mm_scratch_);
     ops::swiglu(gate_.data(), up_.data(), T * c_.ffn_dim);
     matmul(pool_, L.w_down, gate_.data(), proj_.data(), T, mm_scratch_);
     for (int64_t i = 0; i < T * dim; ++i) x_[i] += proj_[i];

@@ -1,6 +1,7 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <array>
 
 #include "kernels/gemm_f32.h"
 
@@ -14,79 +15,110 @@ int64_t row_chunk(const ThreadPool& pool, int64_t rows) {
   return std::max<int64_t>(16, rows / (static_cast<int64_t>(pool.size()) * 16));
 }
 
-// Integer path: quantize each activation row once, then dot every weight row with each of them.
-void matmul_q(ThreadPool& pool, const WeightMatrix& W, const float* x, float* y, int64_t n,
-              const MatmulScratch& scratch) {
+enum class Path { kBf16, kInt8, kFloat };
+
+Path path_of(const WeightMatrix& W, int64_t n, const MatmulScratch& scratch) {
   const TypeTraits& tr = *W.traits;
-  const TypeTraits& act = *type_traits(tr.vec_dot_type);
-  const int64_t rows = W.rows, cols = W.cols;
-  const size_t xq_bytes = dtype_row_bytes(tr.vec_dot_type, cols);
+  if (scratch.bf16 != nullptr && n >= kBf16MinTokens && W.type != DType::F32 && W.cols % 32 == 0) return Path::kBf16;
+  if (scratch.int8_activations && tr.dot_q != nullptr && tr.vec_dot_type != DType::F32) return Path::kInt8;
+  return Path::kFloat;
+}
+
+int64_t rows_of(const WeightMatrix& W) { return W.rows; }
+int64_t blocks_of(const WeightMatrix& W) { return (W.rows + kernels::kBf16RowBlock - 1) / kernels::kBf16RowBlock; }
+
+// The products of a group laid end to end: a virtual index (row or block) over all of them.
+struct Group {
+  std::array<MatmulOutput, kMaxSharedOutputs> out{};
+  int count = 0;
+  std::array<int64_t, kMaxSharedOutputs + 1> start{};  // start[j]: first virtual index of product j
+
+  Group(std::initializer_list<MatmulOutput> outputs, int64_t (*size)(const WeightMatrix&)) {
+    for (const MatmulOutput& o : outputs) {
+      out[count] = o;
+      start[count + 1] = start[count] + size(*o.W);
+      ++count;
+    }
+  }
+  int64_t total() const { return start[count]; }
+  const WeightMatrix& first() const { return *out[0].W; }
+  // Calls fn(product, local begin, local end) for each product [begin, end) overlaps.
+  template <class F>
+  void for_each(int64_t begin, int64_t end, F&& fn) const {
+    for (int j = 0; j < count; ++j) {
+      const int64_t b = std::max(begin, start[j]), e = std::min(end, start[j + 1]);
+      if (b < e) fn(out[j], b - start[j], e - start[j]);
+    }
+  }
+};
+
+// Integer path: quantize each activation row once, then dot every weight row with each of them.
+void matmul_q(ThreadPool& pool, const Group& g, const float* x, int64_t n, const MatmulScratch& scratch) {
+  const DType act_type = g.first().traits->vec_dot_type;
+  const TypeTraits& act = *type_traits(act_type);
+  const int64_t cols = g.first().cols;
+  const size_t xq_bytes = dtype_row_bytes(act_type, cols);
   pool.parallel_for(n, [&](int64_t begin, int64_t end, int) {
     for (int64_t t = begin; t < end; ++t) act.from_float(x + t * cols, scratch.xq + t * xq_bytes, cols);
   });
-  pool.parallel_for_stealing(rows, row_chunk(pool, rows), [&](int64_t begin, int64_t end, int) {
-    if (n == 1) {
-      if (tr.dot_q_wrows != nullptr) {
-        tr.dot_q_wrows(W.row(begin), W.row_bytes, end - begin, scratch.xq, cols, y + begin);
-      } else {
-        for (int64_t r = begin; r < end; ++r) y[r] = tr.dot_q(W.row(r), scratch.xq, cols);
+  pool.parallel_for_stealing(g.total(), row_chunk(pool, g.total()), [&](int64_t begin, int64_t end, int) {
+    g.for_each(begin, end, [&](const MatmulOutput& o, int64_t r0, int64_t r1) {
+      const WeightMatrix& W = *o.W;
+      const TypeTraits& tr = *W.traits;
+      if (n == 1) {
+        if (tr.dot_q_wrows != nullptr) {
+          tr.dot_q_wrows(W.row(r0), W.row_bytes, r1 - r0, scratch.xq, cols, o.y + r0);
+        } else {
+          for (int64_t r = r0; r < r1; ++r) o.y[r] = tr.dot_q(W.row(r), scratch.xq, cols);
+        }
+        return;
       }
-      return;
-    }
-    // Each weight row is unpacked once for all activation rows (y is (n, rows): stride rows).
-    for (int64_t r = begin; r < end; ++r) {
-      tr.dot_q_rows(W.row(r), scratch.xq, xq_bytes, n, cols, y + r, static_cast<size_t>(rows));
-    }
+      // Each weight row is unpacked once for all activation rows (y is (n, rows): stride rows).
+      for (int64_t r = r0; r < r1; ++r) {
+        tr.dot_q_rows(W.row(r), scratch.xq, xq_bytes, n, cols, o.y + r, static_cast<size_t>(W.rows));
+      }
+    });
   });
 }
 
 // AMX path: pack the activations once (per group of 16 tokens), then hand each thread blocks
 // of 32 weight rows, which the kernel unpacks chunk by chunk and multiplies with all tokens.
-void matmul_bf16(ThreadPool& pool, const WeightMatrix& W, const float* x, float* y, int64_t n,
-                 const MatmulScratch& scratch) {
+void matmul_bf16(ThreadPool& pool, const Group& g, const float* x, int64_t n, const MatmulScratch& scratch) {
   const kernels::Bf16Gemm& k = *scratch.bf16;
-  const int64_t rows = W.rows, cols = W.cols, G = kernels::kBf16TokenGroup, R = kernels::kBf16RowBlock;
+  const int64_t cols = g.first().cols, G = kernels::kBf16TokenGroup, R = kernels::kBf16RowBlock;
   pool.parallel_for((n + G - 1) / G, [&](int64_t begin, int64_t end, int) {
-    for (int64_t g = begin; g < end; ++g) {
-      k.pack_x(x + g * G * cols, static_cast<size_t>(cols), std::min(G, n - g * G), cols, scratch.xbf + g * G * cols);
+    for (int64_t t = begin; t < end; ++t) {
+      k.pack_x(x + t * G * cols, static_cast<size_t>(cols), std::min(G, n - t * G), cols, scratch.xbf + t * G * cols);
     }
   });
-  kernels::Bf16WeightRows block;
-  block.row_bytes = W.row_bytes;
-  block.chunk_bytes = dtype_row_bytes(W.type, kernels::kBf16ChunkK);
-  block.to_bf16 = W.traits->to_bf16;
-  block.to_float = W.traits->to_float;
   // Runs of blocks per thread, so each block can prefetch the next one's weights.
-  const int64_t blocks = (rows + R - 1) / R;
-  const int64_t run = std::max<int64_t>(1, blocks / (4 * static_cast<int64_t>(pool.size())));
-  pool.parallel_for_dynamic(blocks, run, [&](int64_t begin, int64_t end, int) {
-    for (int64_t b = begin; b < end; ++b) {
-      kernels::Bf16WeightRows w = block;
-      const int64_t r0 = b * R;
-      w.rows = W.row(r0);
-      w.nr = std::min(R, rows - r0);
-      if (b + 1 < end) {
-        w.next = W.row(r0 + R);
-        w.next_bytes = static_cast<size_t>(std::min(R, rows - r0 - R)) * W.row_bytes;
+  const int64_t run = std::max<int64_t>(1, g.total() / (4 * static_cast<int64_t>(pool.size())));
+  pool.parallel_for_dynamic(g.total(), run, [&](int64_t begin, int64_t end, int) {
+    g.for_each(begin, end, [&](const MatmulOutput& o, int64_t b0, int64_t b1) {
+      const WeightMatrix& W = *o.W;
+      kernels::Bf16WeightRows w;
+      w.row_bytes = W.row_bytes;
+      w.chunk_bytes = dtype_row_bytes(W.type, kernels::kBf16ChunkK);
+      w.to_bf16 = W.traits->to_bf16;
+      w.to_float = W.traits->to_float;
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t r0 = b * R;
+        w.rows = W.row(r0);
+        w.nr = std::min(R, W.rows - r0);
+        w.next = b + 1 < b1 ? W.row(r0 + R) : nullptr;
+        w.next_bytes = b + 1 < b1 ? static_cast<size_t>(std::min(R, W.rows - r0 - R)) * W.row_bytes : 0;
+        k.gemm(w, scratch.xbf, n, cols, o.y + r0, static_cast<size_t>(W.rows));
       }
-      k.gemm(w, scratch.xbf, n, cols, y + r0, static_cast<size_t>(rows));
-    }
+    });
   });
 }
 
-}  // namespace
-
-void matmul(ThreadPool& pool, const WeightMatrix& W, const float* x, float* y, int64_t n,
-            const MatmulScratch& scratch) {
+// Float path: one dot_f32 per row for a single activation row; otherwise a float GEMM over
+// blocks of kRowBlock weight rows, dequantized once per block into the thread's scratch (F32
+// weights are used in place).
+void matmul_f32(ThreadPool& pool, const WeightMatrix& W, const float* x, float* y, int64_t n,
+                const MatmulScratch& scratch) {
   const TypeTraits& tr = *W.traits;
-  if (scratch.bf16 != nullptr && n >= kBf16MinTokens && W.type != DType::F32 && W.cols % 32 == 0) {
-    matmul_bf16(pool, W, x, y, n, scratch);
-    return;
-  }
-  if (scratch.int8_activations && tr.dot_q != nullptr && tr.vec_dot_type != DType::F32) {
-    matmul_q(pool, W, x, y, n, scratch);
-    return;
-  }
   const int64_t rows = W.rows, cols = W.cols;
   if (n == 1) {
     pool.parallel_for_stealing(rows, row_chunk(pool, rows), [&](int64_t begin, int64_t end, int) {
@@ -94,8 +126,6 @@ void matmul(ThreadPool& pool, const WeightMatrix& W, const float* x, float* y, i
     });
     return;
   }
-  // Several activation rows: a float GEMM over blocks of kRowBlock weight rows, dequantized
-  // once per block into the thread's scratch (F32 weights are used in place).
   static const kernels::GemmF32Fn gemm = kernels::gemm_f32();
   const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
   pool.parallel_for_dynamic(blocks, 1, [&](int64_t begin, int64_t end, int thread) {
@@ -110,6 +140,42 @@ void matmul(ThreadPool& pool, const WeightMatrix& W, const float* x, float* y, i
       gemm(w, static_cast<size_t>(cols), x, static_cast<size_t>(cols), y + r0, static_cast<size_t>(rows), nr, n, cols);
     }
   });
+}
+
+void run(ThreadPool& pool, Path path, std::initializer_list<MatmulOutput> outputs, const float* x, int64_t n,
+         const MatmulScratch& scratch) {
+  switch (path) {
+    case Path::kBf16: matmul_bf16(pool, Group(outputs, blocks_of), x, n, scratch); break;
+    case Path::kInt8: matmul_q(pool, Group(outputs, rows_of), x, n, scratch); break;
+    case Path::kFloat:
+      for (const MatmulOutput& o : outputs) matmul_f32(pool, *o.W, x, o.y, n, scratch);
+      break;
+  }
+}
+
+}  // namespace
+
+void matmul(ThreadPool& pool, const WeightMatrix& W, const float* x, float* y, int64_t n,
+            const MatmulScratch& scratch) {
+  run(pool, path_of(W, n, scratch), {{&W, y}}, x, n, scratch);
+}
+
+void matmul_shared(ThreadPool& pool, std::initializer_list<MatmulOutput> outputs, const float* x, int64_t n,
+                   const MatmulScratch& scratch) {
+  // One pass when every product takes the same path (and, for 8-bit activations, the same
+  // activation type); otherwise each product on its own.
+  const WeightMatrix& first = *outputs.begin()->W;
+  const Path path = path_of(first, n, scratch);
+  bool together = outputs.size() <= kMaxSharedOutputs;
+  for (const MatmulOutput& o : outputs) {
+    together = together && path_of(*o.W, n, scratch) == path && o.W->cols == first.cols &&
+               o.W->traits->vec_dot_type == first.traits->vec_dot_type;
+  }
+  if (together) {
+    run(pool, path, outputs, x, n, scratch);
+    return;
+  }
+  for (const MatmulOutput& o : outputs) run(pool, path_of(*o.W, n, scratch), {o}, x, n, scratch);
 }
 
 }  // namespace ll3
