@@ -9,6 +9,7 @@
 #include <fstream>
 #include <random>
 
+#include "engine/sampler.h"
 #include "engine/session.h"
 #include "kernels/gemm_bf16.h"
 #include "reference_llama.h"
@@ -27,8 +28,6 @@ std::unique_ptr<Session> session(const LlamaModel& m, int64_t len, bool amx) {
   EXPECT_TRUE(s.ok()) << s.message();
   return s.ok() ? std::move(s.value()) : nullptr;
 }
-
-int64_t argmax(const float* row, int64_t n) { return std::max_element(row, row + n) - row; }
 
 TEST(AmxPrompt, CloserToReferenceThanEightBitActivations) {
   LL3_REQUIRE_SHARED();
@@ -56,7 +55,7 @@ TEST(AmxPrompt, CloserToReferenceThanEightBitActivations) {
       std::vector<double> sorted(ref[i]);
       std::nth_element(sorted.begin(), sorted.begin() + 1, sorted.end(), std::greater<>());
       if (sorted[0] - sorted[1] >= 0.5) {
-        EXPECT_EQ(argmax(a, V), std::max_element(ref[i].begin(), ref[i].end()) - ref[i].begin())
+        EXPECT_EQ(argmax(a, static_cast<int32_t>(V)), std::max_element(ref[i].begin(), ref[i].end()) - ref[i].begin())
             << file << " position " << positions[i];
       }
       err_amx += ea;
@@ -86,7 +85,7 @@ TEST(AmxPrompt, GoldenP3AgainstFloatActivationReference) {
   for (int64_t p = 0; p < n; ++p) {
     const auto& top = g["topk_logits"][p];
     if (top[0].get<double>() - top[1].get<double>() >= 0.5) {
-      EXPECT_EQ(argmax(s->logits().data() + p * V, V), g["topk_ids"][p][0].get<int64_t>()) << "position " << p;
+      EXPECT_EQ(argmax(s->logits().data() + p * V, static_cast<int32_t>(V)), g["topk_ids"][p][0].get<int64_t>()) << "position " << p;
     }
   }
 }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "engine/sampler.h"
 #include "engine/session.h"
 #include "reference_llama.h"
 #include "test_support.h"
@@ -38,8 +39,6 @@ std::unique_ptr<Session> make_session(const LlamaModel& m, DType kv, int64_t ctx
   EXPECT_TRUE(s.ok()) << s.message();
   return std::move(s.value());
 }
-
-int32_t argmax(const float* row, int64_t n) { return static_cast<int32_t>(std::max_element(row, row + n) - row); }
 
 // Relative L2 between our logits and the reference's at the reference's top-K ids.
 double topk_rel_l2(const float* ours, const nlohmann::json& ids, const nlohmann::json& ref) {
@@ -75,7 +74,7 @@ TEST_P(GoldenF32, EveryPositionAndGreedyMatchLlamaCpp) {
     const float* row = all.data() + p * V;
     EXPECT_LE(topk_rel_l2(row, g["topk_ids"][p], g["topk_logits"][p]), 1e-4) << "position " << p;
     EXPECT_NEAR(logsumexp(row, V), g["logsumexp"][p].get<double>(), 1e-3) << "position " << p;
-    EXPECT_EQ(argmax(row, V), g["topk_ids"][p][0].get<int32_t>()) << "position " << p;
+    EXPECT_EQ(argmax(row, static_cast<int32_t>(V)), g["topk_ids"][p][0].get<int32_t>()) << "position " << p;
   }
   // The full last row.
   test::Npy last = test::read_npy(test::shared_dir() + "/models/golden/" + model + "/" + GetParam() + ".last.npy");
@@ -85,11 +84,11 @@ TEST_P(GoldenF32, EveryPositionAndGreedyMatchLlamaCpp) {
 
   // 32 greedy tokens, one at a time.
   std::vector<int32_t> greedy;
-  int32_t next = argmax(all.data() + (n - 1) * V, V);
+  int32_t next = argmax(all.data() + (n - 1) * V, static_cast<int32_t>(V));
   for (int i = 0; i < 32; ++i) {
     greedy.push_back(next);
     ASSERT_TRUE(s->eval(std::span<const int32_t>(&next, 1)).ok());
-    next = argmax(s->last_logits(), V);
+    next = argmax(s->last_logits(), static_cast<int32_t>(V));
   }
   EXPECT_EQ(greedy, g["greedy"].get<std::vector<int32_t>>());
 }
@@ -124,7 +123,7 @@ TEST_P(GoldenQuant, EveryPositionMatchesFloatActivationReference) {
     EXPECT_LE(topk_rel_l2(row, g["topk_ids"][p], g["topk_logits"][p]), 2e-3) << "position " << p;
     EXPECT_NEAR(logsumexp(row, V), g["logsumexp"][p].get<double>(), 2e-2) << "position " << p;
     if (g["topk_logits"][p][0].get<double>() - g["topk_logits"][p][1].get<double>() >= 0.1) {
-      EXPECT_EQ(argmax(row, V), g["topk_ids"][p][0].get<int32_t>()) << "position " << p;
+      EXPECT_EQ(argmax(row, static_cast<int32_t>(V)), g["topk_ids"][p][0].get<int32_t>()) << "position " << p;
     }
   }
   test::Npy last = test::read_npy(test::shared_dir() + "/models/golden/" + ref_dir + "/" + prompt + ".last.npy");
