@@ -62,13 +62,15 @@ Result<std::unique_ptr<LlamaModel>> load_model_verbose(const std::string& path, 
   Result<std::unique_ptr<LlamaModel>> m = LlamaModel::load(path, options);
   if (!m.ok()) return m;
   const LlamaConfig& c = (*m)->config;
+  const std::string panels =
+      (*m)->panel_matrices() > 0 ? ", " + std::to_string((*m)->panel_matrices()) + " matrices in decode panels" : "";
   std::fprintf(stderr,
-               "ll3: loaded %s: %lld layers, dim %lld, %lld heads (%lld KV), vocab %lld, %s, %.1f MiB %s, %.2f s\n",
+               "ll3: loaded %s: %lld layers, dim %lld, %lld heads (%lld KV), vocab %lld, %s, %.1f MiB %s%s, %.2f s\n",
                path.c_str(), static_cast<long long>(c.n_layers), static_cast<long long>(c.dim),
                static_cast<long long>(c.n_heads), static_cast<long long>(c.n_kv_heads),
                static_cast<long long>(c.n_vocab), (*m)->type_summary().c_str(),
                (*m)->weight_bytes() / 1048576.0, (*m)->weights_copied() ? "in huge pages" : "mmapped",
-               now_seconds() - t0);
+               panels.c_str(), now_seconds() - t0);
   return m;
 }
 
@@ -107,6 +109,8 @@ void add_load_flags(ArgParser& ap, LoadFlags* f) {
               &f->mmap);
   ap.add_flag({"--no-mmap"}, "read the weights into huge pages: faster generation (default when they fit easily)",
               &f->no_mmap);
+  ap.add_flag({"--row-layout"}, "keep the checkpoint's row layout (no repacking into decode panels at load: slower generation)",
+              &f->row_layout);
 }
 
 std::string finish_generation_flags(GenerationFlags* f, SessionOptions* so) {
@@ -176,6 +180,7 @@ Result<LoadedModel> load_model_cli(const std::string& path, bool with_tokenizer,
   LoadOptions options;
   if (flags.mmap) options.weights = WeightMemory::kMap;
   if (flags.no_mmap) options.weights = WeightMemory::kHugePages;
+  options.decode_panels = !flags.row_layout;
   Result<std::string> resolved = resolve_model_path(path);
   if (!resolved.ok()) return resolved.status();
   Result<std::unique_ptr<LlamaModel>> model = load_model_verbose(resolved.value(), options);

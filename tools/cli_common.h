@@ -37,10 +37,12 @@ double now_seconds();
 
 namespace ll3::cli {
 
-// --mmap / --no-mmap: how the weights get into memory (default: LoadOptions' own choice).
+// --mmap / --no-mmap: how the weights get into memory (default: LoadOptions' own choice);
+// --row-layout: no repacking into decode panels.
 struct LoadFlags {
   bool mmap = false;
   bool no_mmap = false;
+  bool row_layout = false;
 };
 void add_load_flags(ArgParser& ap, LoadFlags* f);
 

@@ -15,7 +15,7 @@ namespace ll3 {
 MmapFile::~MmapFile() { reset(); }
 
 MmapFile::MmapFile(MmapFile&& o) noexcept
-    : data_(o.data_), size_(o.size_), path_(std::move(o.path_)), map_bytes_(o.map_bytes_), copied_(o.copied_) {
+    : data_(o.data_), size_(o.size_), map_bytes_(o.map_bytes_), copied_(o.copied_), path_(std::move(o.path_)) {
   o.data_ = nullptr;
   o.size_ = o.map_bytes_ = 0;
 }
@@ -90,6 +90,17 @@ bool huge_pages_possible() {
 }
 
 }  // namespace
+
+uint8_t* MmapFile::unseal() {
+  if (!copied_ || data_ == nullptr) return nullptr;
+  auto* p = const_cast<uint8_t*>(data_);  // our own anonymous memory, mapped read-write
+  if (mprotect(p, map_bytes_, PROT_READ | PROT_WRITE) != 0) return nullptr;
+  return p;
+}
+
+void MmapFile::seal() {
+  if (copied_ && data_ != nullptr) mprotect(const_cast<uint8_t*>(data_), map_bytes_, PROT_READ);
+}
 
 MapMode auto_map_mode(uint64_t bytes) {
   return huge_pages_possible() && bytes <= available_memory() / 2 ? MapMode::kHugeCopy : MapMode::kMap;

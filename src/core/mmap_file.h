@@ -40,6 +40,10 @@ class MmapFile {
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
   bool copied() const { return copied_; }
+  // The copy made writable, to rearrange its bytes in place (weights repacked at load); seal()
+  // makes it read-only again. nullptr for a mapping: the page cache is shared with the file.
+  uint8_t* unseal();
+  void seal();
 
  private:
   void reset();

@@ -96,6 +96,9 @@ class GgufFile {
   std::optional<bool> get_bool(std::string_view key) const;
 
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
+  // The file's memory when it is a private copy (MapMode::kHugeCopy), for rearranging tensors
+  // in place (MmapFile::unseal / seal); nullptr when mapped or parsed from a buffer.
+  MmapFile* private_copy() { return map_.copied() ? &map_ : nullptr; }
   const GgufTensorInfo* find_tensor(std::string_view name) const;
 
  private:

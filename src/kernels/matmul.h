@@ -27,7 +27,14 @@ struct MatmulScratch {
   // int8_activations: it is the fast mode, and bf16 rounds less than 8-bit activations).
   const kernels::Bf16Gemm* bf16 = nullptr;
   uint16_t* xbf = nullptr;   // bf16_packed_x_elems(max_tokens, max_cols) packed activations
+  // Per thread, kBf16RowBlock rows of the widest weight row (matmul_wbuf_bytes): rows of
+  // panel-layout matrices unpacked for the prompt and float paths.
+  uint8_t* wbuf = nullptr;
+  size_t wbuf_thread_bytes = 0;
 };
+
+// Bytes of MatmulScratch::wbuf for one thread, for weight rows of at most max_row_bytes.
+size_t matmul_wbuf_bytes(size_t max_row_bytes);
 
 // Below this many activation rows a prompt product stays on the integer / float paths: the
 // weights' unpacking to bf16 costs about as much as one integer dot per row.

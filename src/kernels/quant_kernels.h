@@ -99,6 +99,10 @@ void q8_0_dot_q8_0_rows(const void* row, const void* xq, size_t stride, int64_t 
 void q4_k_dot_q8_k_wrows(const void* rows, size_t row_stride, int64_t nrows, const void* xq, int64_t n, float* y);
 void q6_k_dot_q8_k_wrows(const void* rows, size_t row_stride, int64_t nrows, const void* xq, int64_t n, float* y);
 void q8_0_dot_q8_0_wrows(const void* rows, size_t row_stride, int64_t nrows, const void* xq, int64_t n, float* y);
+// npanels consecutive panels (kernels/panels.h) against one activation row (TypeTraits::dot_q_panels).
+void q4_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, int64_t n, float* y);
+void q6_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, int64_t n, float* y);
+void q8_0_dot_q8_0_panels(const void* panels, int64_t npanels, const void* xq, int64_t n, float* y);
 }  // namespace avx512
 
 #undef LL3_QUANT_ROW_KERNELS

@@ -37,6 +37,10 @@ struct TypeTraits {
   // give the core independent work. nullptr where the type has no such kernel (use dot_q).
   void (*dot_q_wrows)(const void* rows, size_t row_stride, int64_t nrows, const void* xq, int64_t n,
                       float* y) = nullptr;
+  // dot_q over npanels consecutive 16-row panels (kernels/panels.h), y[16 * npanels]: the
+  // decode path of matrices repacked at load. nullptr where the type has no panel kernel on
+  // this CPU (then no matrix of the type is repacked).
+  void (*dot_q_panels)(const void* panels, int64_t npanels, const void* xq, int64_t n, float* y) = nullptr;
   // to_float rounded to bf16 (nearest even) in one pass, for the AMX prompt path; nullptr
   // where there is no such kernel (to_float, then round).
   void (*to_bf16)(const void* src, uint16_t* dst, int64_t n) = nullptr;

@@ -5,11 +5,14 @@
 #include <string>
 
 #include "core/dtype.h"
+#include "kernels/panels.h"
 #include "kernels/type_traits.h"
 
 namespace ll3 {
 
-// `rows` outputs, `cols` inputs, each row `row_bytes` of `type`, in place in the mapped file.
+// `rows` outputs, `cols` inputs, each row `row_bytes` of `type`, in place in the mapped file;
+// or, with `panels`, repacked at load into 16-row panels (kernels/panels.h) for the decode
+// kernels, when rows are read through row_in.
 struct WeightMatrix {
   std::string name;
   DType type = DType::F32;
@@ -18,6 +21,15 @@ struct WeightMatrix {
   size_t row_bytes = 0;
   const uint8_t* data = nullptr;
   const TypeTraits* traits = nullptr;
+  bool panels = false;
+  // Row r in the type's own layout (row_bytes): in place, or unpacked from its panel into buf.
+  const uint8_t* row_in(int64_t r, uint8_t* buf) const {
+    if (!panels) return row(r);
+    kernels::panel_unpack_row(type, row(r - r % kernels::kPanelRows), static_cast<int>(r % kernels::kPanelRows), buf,
+                              cols);
+    return buf;
+  }
+  // Where row r starts in the row layout; with panels, the start of panel r / 16 when r % 16 == 0.
   const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
 };
 

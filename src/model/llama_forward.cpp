@@ -30,6 +30,9 @@ LlamaRunner::LlamaRunner(const LlamaModel& model, KvCache& kv, ThreadPool& pool,
   mm_scratch_.max_cols = std::max({c_.dim, c_.ffn_dim, q_dim_});
   wrows_.resize(static_cast<size_t>(pool.size()) * kRowBlock * mm_scratch_.max_cols);
   mm_scratch_.rows = wrows_.data();
+  mm_scratch_.wbuf_thread_bytes = matmul_wbuf_bytes(model.max_row_bytes());
+  wbuf_.resize(static_cast<size_t>(pool.size()) * mm_scratch_.wbuf_thread_bytes);
+  mm_scratch_.wbuf = wbuf_.data();
   xq_.resize(static_cast<size_t>(T) * xq_row_bytes(mm_scratch_.max_cols));
   mm_scratch_.xq = xq_.data();
   mm_scratch_.int8_activations = int8_activations;
@@ -97,7 +100,7 @@ Status LlamaRunner::forward(const BatchPlan& plan, float* logits) {
 
   // x = embedding(tokens)
   for (int64_t t = 0; t < T; ++t) {
-    m_.tok_embd.traits->to_float(m_.tok_embd.row(plan.tokens[t]), &x_[t * dim], dim);
+    m_.tok_embd.traits->to_float(m_.tok_embd.row_in(plan.tokens[t], wbuf_.data()), &x_[t * dim], dim);
   }
 
   for (int64_t l = 0; l < c_.n_layers; ++l) {

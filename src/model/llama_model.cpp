@@ -1,5 +1,6 @@
 #include "model/llama_model.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <unordered_map>
@@ -45,7 +46,41 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& path, co
   } else {
     LL3_RETURN_IF_ERROR(m->load_gguf(path));
   }
+  if (options.decode_panels) m->repack_panels();
   return m;
+}
+
+// The matrices the forward pass multiplies by (the embedding table only as the tied output).
+template <class F>
+void LlamaModel::for_each_matrix(F&& fn) {
+  for (LlamaLayer& L : layers) {
+    for (WeightMatrix* W : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) fn(*W);
+  }
+  fn(output);
+}
+
+void LlamaModel::repack_panels() {
+  MmapFile* copy = gguf_ != nullptr ? gguf_->private_copy() : nullptr;
+  if (copy == nullptr) return;  // mapped weights are the page cache's: never written
+  const uint8_t* origin = copy->data();
+  uint8_t* base = copy->unseal();
+  if (base == nullptr) return;
+  for_each_matrix([&](WeightMatrix& W) {
+    if (W.traits->dot_q_panels == nullptr || !kernels::panel_layout_exists(W.type, W.rows, W.cols)) return;
+    kernels::panel_pack_matrix(W.type, base + (W.data - origin), W.rows, W.cols);
+    W.panels = true;
+    ++panel_matrices_;
+  });
+  if (config.tied_embeddings) tok_embd.panels = output.panels;  // the same bytes
+  copy->seal();
+}
+
+size_t LlamaModel::max_row_bytes() const {
+  size_t n = tok_embd.row_bytes;
+  for (const LlamaLayer& L : layers) {
+    for (const WeightMatrix* W : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) n = std::max(n, W->row_bytes);
+  }
+  return std::max(n, output.row_bytes);
 }
 
 namespace {

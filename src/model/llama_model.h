@@ -49,6 +49,9 @@ enum class WeightMemory {
 
 struct LoadOptions {
   WeightMemory weights = WeightMemory::kAuto;
+  // Repack the Q4_K / Q6_K / Q8_0 matrices of a copied checkpoint into 16-row panels for the
+  // decode kernels (kernels/panels.h): in place, no memory; the prompt paths unpack rows.
+  bool decode_panels = true;
 };
 
 class LlamaModel {
@@ -76,12 +79,20 @@ class LlamaModel {
   std::string file_type_name() const;
   std::string type_summary() const;  // "f32", "q4_k (mixed: 2 types)", ...
   bool weights_copied() const { return map_mode_ == MapMode::kHugeCopy; }
+  // Bytes of the longest row of any matrix (scratch for rows unpacked from panels).
+  size_t max_row_bytes() const;
+  // Matrices repacked into decode panels at load (LoadOptions::decode_panels).
+  int panel_matrices() const { return panel_matrices_; }
 
  private:
   LlamaModel() = default;
   Status load_gguf(const std::string& path);
   Status load_hf(const std::string& dir);
   MapMode map_mode_ = MapMode::kMap;
+  int panel_matrices_ = 0;
+  void repack_panels();
+  template <class F>
+  void for_each_matrix(F&& fn);
   // Checks config against tensors_ (GGUF names) and fills the weights.
   Status bind_weights();
 

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "kernels/type_traits.h"
 #include "test_support.h"
 
 namespace ll3 {
@@ -73,6 +74,16 @@ TEST(Cli, WeightMemoryFlags) {
     EXPECT_NE(r.output.find(std::string(flag) == "--mmap" ? "MiB mmapped" : "MiB in huge pages"), std::string::npos)
         << r.output;
   }
+  // The mixed model has Q4_K / Q8_0 matrices that take the decode panels, unless --row-layout.
+  const std::string mixed = test::shared_dir() + "/models/small-llama32-mixed.gguf";
+  auto panels = run_command(ll3() + " logits -m " + mixed + " --tokens 1,2 --no-mmap", true);
+  auto rows = run_command(ll3() + " logits -m " + mixed + " --tokens 1,2 --no-mmap --row-layout", true);
+  ASSERT_EQ(panels.exit_code, 0) << panels.output;
+  ASSERT_EQ(rows.exit_code, 0) << rows.output;
+  if (type_traits(DType::Q8_0)->dot_q_panels != nullptr) {
+    EXPECT_NE(panels.output.find("matrices in decode panels"), std::string::npos) << panels.output;
+  }
+  EXPECT_EQ(rows.output.find("decode panels"), std::string::npos) << rows.output;
 }
 
 TEST(Cli, LogitsJsonMatchesGolden) {

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "kernels/matmul.h"
+#include "kernels/panels.h"
 #include "quant_test_rows.h"
 #include "test_support.h"
 
@@ -99,6 +100,52 @@ TEST(Matmul, SharedInputGroupEqualsSeparateProducts) {
       check_group({DType::Q4_K, DType::Q6_K, DType::Q4_K}, n, int8, rng);  // one pass (Q8_K activations)
       check_group({DType::Q4_K, DType::Q8_0}, n, int8, rng);               // mixed: separate passes
       check_group({DType::F16, DType::F16}, n, int8, rng);
+    }
+  }
+}
+
+// A matrix repacked into decode panels multiplies like the row layout it came from: on the
+// decode path (its own kernels) up to float rounding, on every other path (rows unpacked
+// from the panels) exactly.
+TEST(Matmul, PanelLayoutGivesTheSameProducts) {
+  constexpr int64_t kRows = 48, kCols = 512;
+  std::mt19937 rng(22);
+  ThreadPool pool(2);
+  for (DType type : {DType::Q4_K, DType::Q6_K, DType::Q8_0}) {
+    if (type_traits(type)->dot_q_panels == nullptr) GTEST_SKIP() << "no panel kernels on this CPU";
+    ASSERT_TRUE(kernels::panel_layout_exists(type, kRows, kCols));
+    std::unique_ptr<TestWeight> w = random_weight(type, kRows, kCols, rng);
+    TestWeight packed = {w->bytes, w->W};
+    packed.W.data = packed.bytes.data();
+    kernels::panel_pack_matrix(type, packed.bytes.data(), kRows, kCols);
+    packed.W.panels = true;
+    ASSERT_NE(packed.bytes, w->bytes);
+    for (int64_t n : {1, 5, 20}) {
+      for (bool int8 : {true, false}) {
+        const std::vector<float> x = test::random_normal(static_cast<size_t>(n * kCols), rng());
+        std::vector<float> rows_scratch(static_cast<size_t>(pool.size()) * kRowBlock * kCols);
+        std::vector<uint8_t> xq(static_cast<size_t>(n) * xq_row_bytes(kCols));
+        std::vector<uint16_t> xbf(kernels::bf16_packed_x_elems(n, kCols));
+        std::vector<uint8_t> wbuf(static_cast<size_t>(pool.size()) * matmul_wbuf_bytes(w->W.row_bytes));
+        MatmulScratch s;
+        s.rows = rows_scratch.data();
+        s.max_cols = kCols;
+        s.xq = xq.data();
+        s.int8_activations = int8;
+        s.bf16 = int8 ? kernels::bf16_gemm_amx() : nullptr;
+        s.xbf = xbf.data();
+        s.wbuf = wbuf.data();
+        s.wbuf_thread_bytes = matmul_wbuf_bytes(w->W.row_bytes);
+        std::vector<float> a(static_cast<size_t>(n * kRows)), b(a.size());
+        matmul(pool, w->W, x.data(), a.data(), n, s);
+        matmul(pool, packed.W, x.data(), b.data(), n, s);
+        const std::string what = std::string(dtype_name(type)) + " n=" + std::to_string(n) + (int8 ? " int8" : " float");
+        if (n == 1 && int8) {
+          for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * std::fabs(a[i]) + 1e-5) << what << " row " << i;
+        } else {
+          EXPECT_EQ(a, b) << what;
+        }
+      }
     }
   }
 }

@@ -12,8 +12,9 @@ Mat dequant(const WeightMatrix& w) {
   const TypeTraits* ref = type_traits_ref(w.type);
   Mat out(static_cast<size_t>(w.rows * w.cols));
   std::vector<float> row(static_cast<size_t>(w.cols));
+  std::vector<uint8_t> bytes(w.row_bytes);  // a row unpacked from its decode panel
   for (int64_t r = 0; r < w.rows; ++r) {
-    ref->to_float(w.row(r), row.data(), w.cols);
+    ref->to_float(w.row_in(r, bytes.data()), row.data(), w.cols);
     for (int64_t c = 0; c < w.cols; ++c) out[r * w.cols + c] = row[c];
   }
   return out;
@@ -63,8 +64,9 @@ std::vector<std::vector<double>> reference_logits(const LlamaModel& m, const std
   {
     std::vector<float> row(static_cast<size_t>(dim));
     const TypeTraits* ref = type_traits_ref(m.tok_embd.type);
+    std::vector<uint8_t> bytes(m.tok_embd.row_bytes);
     for (int64_t t = 0; t < T; ++t) {
-      ref->to_float(m.tok_embd.row(tokens[t]), row.data(), dim);
+      ref->to_float(m.tok_embd.row_in(tokens[t], bytes.data()), row.data(), dim);
       x[t].assign(row.begin(), row.end());
     }
   }

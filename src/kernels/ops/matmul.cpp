@@ -25,6 +25,7 @@ Path path_of(const WeightMatrix& W, int64_t n, const MatmulScratch& scratch) {
 }
 
 int64_t rows_of(const WeightMatrix& W) { return W.rows; }
+int64_t panels_of(const WeightMatrix& W) { return (W.rows + kernels::kPanelRows - 1) / kernels::kPanelRows; }
 int64_t blocks_of(const WeightMatrix& W) { return (W.rows + kernels::kBf16RowBlock - 1) / kernels::kBf16RowBlock; }
 
 // The products of a group laid end to end: a virtual index (row or block) over all of them.
@@ -52,8 +53,34 @@ struct Group {
   }
 };
 
+uint8_t* thread_wbuf(const MatmulScratch& scratch, int thread) {
+  return scratch.wbuf + static_cast<size_t>(thread) * scratch.wbuf_thread_bytes;
+}
+
+// Decode with 8-bit activations: units of 16 rows (a panel, or 16 rows in the row layout)
+// split across the threads.
+void decode_q(ThreadPool& pool, const Group& g, int64_t cols, const MatmulScratch& scratch) {
+  constexpr int64_t P = kernels::kPanelRows;
+  const int64_t chunk = std::max<int64_t>(1, row_chunk(pool, g.total() * P) / P);
+  pool.parallel_for_stealing(g.total(), chunk, [&](int64_t begin, int64_t end, int) {
+    g.for_each(begin, end, [&](const MatmulOutput& o, int64_t u0, int64_t u1) {
+      const WeightMatrix& W = *o.W;
+      const TypeTraits& tr = *W.traits;
+      const int64_t r0 = u0 * P, r1 = std::min(u1 * P, W.rows);
+      if (W.panels) {
+        tr.dot_q_panels(W.row(r0), u1 - u0, scratch.xq, cols, o.y + r0);
+      } else if (tr.dot_q_wrows != nullptr) {
+        tr.dot_q_wrows(W.row(r0), W.row_bytes, r1 - r0, scratch.xq, cols, o.y + r0);
+      } else {
+        for (int64_t r = r0; r < r1; ++r) o.y[r] = tr.dot_q(W.row(r), scratch.xq, cols);
+      }
+    });
+  });
+}
+
 // Integer path: quantize each activation row once, then dot every weight row with each of them.
-void matmul_q(ThreadPool& pool, const Group& g, const float* x, int64_t n, const MatmulScratch& scratch) {
+void matmul_q(ThreadPool& pool, const Group& g, const Group& units, const float* x, int64_t n,
+              const MatmulScratch& scratch) {
   const DType act_type = g.first().traits->vec_dot_type;
   const TypeTraits& act = *type_traits(act_type);
   const int64_t cols = g.first().cols;
@@ -61,21 +88,17 @@ void matmul_q(ThreadPool& pool, const Group& g, const float* x, int64_t n, const
   pool.parallel_for(n, [&](int64_t begin, int64_t end, int) {
     for (int64_t t = begin; t < end; ++t) act.from_float(x + t * cols, scratch.xq + t * xq_bytes, cols);
   });
-  pool.parallel_for_stealing(g.total(), row_chunk(pool, g.total()), [&](int64_t begin, int64_t end, int) {
+  if (n == 1) {
+    decode_q(pool, units, cols, scratch);
+    return;
+  }
+  pool.parallel_for_stealing(g.total(), row_chunk(pool, g.total()), [&](int64_t begin, int64_t end, int thread) {
+    uint8_t* buf = thread_wbuf(scratch, thread);
     g.for_each(begin, end, [&](const MatmulOutput& o, int64_t r0, int64_t r1) {
       const WeightMatrix& W = *o.W;
-      const TypeTraits& tr = *W.traits;
-      if (n == 1) {
-        if (tr.dot_q_wrows != nullptr) {
-          tr.dot_q_wrows(W.row(r0), W.row_bytes, r1 - r0, scratch.xq, cols, o.y + r0);
-        } else {
-          for (int64_t r = r0; r < r1; ++r) o.y[r] = tr.dot_q(W.row(r), scratch.xq, cols);
-        }
-        return;
-      }
       // Each weight row is unpacked once for all activation rows (y is (n, rows): stride rows).
       for (int64_t r = r0; r < r1; ++r) {
-        tr.dot_q_rows(W.row(r), scratch.xq, xq_bytes, n, cols, o.y + r, static_cast<size_t>(W.rows));
+        W.traits->dot_q_rows(W.row_in(r, buf), scratch.xq, xq_bytes, n, cols, o.y + r, static_cast<size_t>(W.rows));
       }
     });
   });
@@ -93,7 +116,8 @@ void matmul_bf16(ThreadPool& pool, const Group& g, const float* x, int64_t n, co
   });
   // Runs of blocks per thread, so each block can prefetch the next one's weights.
   const int64_t run = std::max<int64_t>(1, g.total() / (4 * static_cast<int64_t>(pool.size())));
-  pool.parallel_for_dynamic(g.total(), run, [&](int64_t begin, int64_t end, int) {
+  pool.parallel_for_dynamic(g.total(), run, [&](int64_t begin, int64_t end, int thread) {
+    uint8_t* buf = thread_wbuf(scratch, thread);
     g.for_each(begin, end, [&](const MatmulOutput& o, int64_t b0, int64_t b1) {
       const WeightMatrix& W = *o.W;
       kernels::Bf16WeightRows w;
@@ -105,6 +129,10 @@ void matmul_bf16(ThreadPool& pool, const Group& g, const float* x, int64_t n, co
         const int64_t r0 = b * R;
         w.rows = W.row(r0);
         w.nr = std::min(R, W.rows - r0);
+        if (W.panels) {  // the block's rows back in the row layout (panels are 16 rows)
+          for (int64_t r = 0; r < w.nr; ++r) W.row_in(r0 + r, buf + r * W.row_bytes);
+          w.rows = buf;
+        }
         w.next = b + 1 < b1 ? W.row(r0 + R) : nullptr;
         w.next_bytes = b + 1 < b1 ? static_cast<size_t>(std::min(R, W.rows - r0 - R)) * W.row_bytes : 0;
         k.gemm(w, scratch.xbf, n, cols, o.y + r0, static_cast<size_t>(W.rows));
@@ -121,20 +149,22 @@ void matmul_f32(ThreadPool& pool, const WeightMatrix& W, const float* x, float* 
   const TypeTraits& tr = *W.traits;
   const int64_t rows = W.rows, cols = W.cols;
   if (n == 1) {
-    pool.parallel_for_stealing(rows, row_chunk(pool, rows), [&](int64_t begin, int64_t end, int) {
-      for (int64_t r = begin; r < end; ++r) y[r] = tr.dot_f32(W.row(r), x, cols);
+    pool.parallel_for_stealing(rows, row_chunk(pool, rows), [&](int64_t begin, int64_t end, int thread) {
+      uint8_t* buf = thread_wbuf(scratch, thread);
+      for (int64_t r = begin; r < end; ++r) y[r] = tr.dot_f32(W.row_in(r, buf), x, cols);
     });
     return;
   }
   static const kernels::GemmF32Fn gemm = kernels::gemm_f32();
   const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
   pool.parallel_for_dynamic(blocks, 1, [&](int64_t begin, int64_t end, int thread) {
+    uint8_t* buf = thread_wbuf(scratch, thread);
     float* wrows = scratch.rows + static_cast<size_t>(thread) * kRowBlock * scratch.max_cols;
     for (int64_t b = begin; b < end; ++b) {
       const int64_t r0 = b * kRowBlock, nr = std::min<int64_t>(kRowBlock, rows - r0);
       const float* w = reinterpret_cast<const float*>(W.row(r0));
       if (W.type != DType::F32) {
-        for (int64_t r = 0; r < nr; ++r) tr.to_float(W.row(r0 + r), wrows + r * cols, cols);
+        for (int64_t r = 0; r < nr; ++r) tr.to_float(W.row_in(r0 + r, buf), wrows + r * cols, cols);
         w = wrows;
       }
       gemm(w, static_cast<size_t>(cols), x, static_cast<size_t>(cols), y + r0, static_cast<size_t>(rows), nr, n, cols);
@@ -146,7 +176,7 @@ void run(ThreadPool& pool, Path path, std::initializer_list<MatmulOutput> output
          const MatmulScratch& scratch) {
   switch (path) {
     case Path::kBf16: matmul_bf16(pool, Group(outputs, blocks_of), x, n, scratch); break;
-    case Path::kInt8: matmul_q(pool, Group(outputs, rows_of), x, n, scratch); break;
+    case Path::kInt8: matmul_q(pool, Group(outputs, rows_of), Group(outputs, panels_of), x, n, scratch); break;
     case Path::kFloat:
       for (const MatmulOutput& o : outputs) matmul_f32(pool, *o.W, x, o.y, n, scratch);
       break;
@@ -154,6 +184,10 @@ void run(ThreadPool& pool, Path path, std::initializer_list<MatmulOutput> output
 }
 
 }  // namespace
+
+size_t matmul_wbuf_bytes(size_t max_row_bytes) {
+  return static_cast<size_t>(std::max<int64_t>(kRowBlock, kernels::kBf16RowBlock)) * max_row_bytes;
+}
 
 void matmul(ThreadPool& pool, const WeightMatrix& W, const float* x, float* y, int64_t n,
             const MatmulScratch& scratch) {

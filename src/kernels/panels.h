@@ -1,0 +1,46 @@
+// The decode layout of quantized weights: 16 rows interleaved ("panels"), so that one vector
+// register holds 4 bytes of each of 16 rows and a decode kernel computes 16 outputs in its
+// lanes. The activation is broadcast 4 bytes at a time, the per-block scales of the 16 rows are
+// converted in one instruction, and no horizontal sums are left at the end: the per-row kernels
+// spend most of their work on exactly those (and on decoding one row's scales at a time).
+//
+// A panel takes exactly the bytes of its 16 rows (a permutation, plus Q8_0's sign flip), so it
+// is made in place in the huge-page copy of the weights at load time and costs no memory. Rows
+// stay readable one at a time through panel_unpack_row, which the prompt paths use (they read
+// each weight row once per batch, not once per token).
+//
+// Layouts, per unit of block columns (64-byte aligned throughout; the offsets are into the
+// unit's 16 * unit_row_bytes bytes):
+//   Q4_K, one block column (2304 bytes): d of the 16 rows (f16) at 0, dmin at 32, the 12 scale
+//     bytes as 3 groups of 16 dwords at 64, the 128 qs bytes as 32 groups of 16 dwords at 256.
+//     Group k holds dword k of rows 0..15.
+//   Q6_K, two block columns (6720 bytes): d of block 2c at 0, of 2c+1 at 32; the 16 scale bytes
+//     of each block as 4 groups of 16 dwords at 64 and 320; then per block (at 576 and 3648) its
+//     128 ql bytes as 32 groups and its 64 qh bytes as 16 groups (at +2048).
+//   Q8_0, two block columns (1088 bytes): d of block 2c at 0, of block 2c+1 at 32, then each
+//     block's 32 qs as 8 groups of 16 dwords (at 64 and 576), stored + 128 as unsigned bytes
+//     (vpdpbusd multiplies unsigned by signed; the kernel subtracts 128 * sum(activation)).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace ll3::kernels {
+
+constexpr int64_t kPanelRows = 16;
+
+// Whether a (rows x cols) matrix of type t can take the panel layout: the type has one, rows is
+// a multiple of 16 and the row a whole number of units.
+bool panel_layout_exists(DType t, int64_t rows, int64_t cols);
+
+// 16 rows (row_bytes apart, at rows16) into one panel at out (16 * row_bytes bytes; not
+// overlapping the input).
+void panel_pack(DType t, const uint8_t* rows16, uint8_t* out, int64_t cols);
+// A whole (rows x cols) matrix into panels in place (panel_layout_exists must hold).
+void panel_pack_matrix(DType t, uint8_t* data, int64_t rows, int64_t cols);
+// Row r (0..15) of a panel, in the type's row layout, into row (row_bytes bytes).
+void panel_unpack_row(DType t, const uint8_t* panel, int r, uint8_t* row, int64_t cols);
+
+}  // namespace ll3::kernels
