@@ -3,6 +3,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "kernels/quant_blocks.h"
 
 namespace ll3::kernels {
@@ -80,6 +81,42 @@ inline void copy_run(uint8_t* dst, const uint8_t* src, int bytes, bool flip) {
   std::memcpy(dst, &v, 4);
 }
 
+// The same layouts as runs of whole groups, for unpacking 16 rows at once: runs of 16 f16
+// fields (32 bytes in the panel, 2 bytes per row) and runs of groups of 16 dwords.
+struct HalfRun {
+  int panel_off, row_off;
+};
+struct GroupRun {
+  int panel_off, row_off, groups;
+  bool flip;
+  int gap = 0;  // see avx512::panel_groups_to_rows
+};
+struct UnitRuns {
+  HalfRun halves[2];
+  GroupRun groups[6];
+  int n_groups;
+};
+
+const UnitRuns* runs_of(DType t) {
+  static const UnitRuns q4_k = {{{0, 0}, {32, 2}}, {{64, 4, 3, false}, {256, 16, 32, false}}, 2};
+  static const UnitRuns q6_k = {{{0, 208}, {32, 418}},
+                                {{64, 192, 4, false},
+                                 {320, 402, 4, false},
+                                 {576, 0, 32, false},
+                                 {2624, 128, 16, false},
+                                 {3648, 210, 32, false},
+                                 {5696, 338, 16, false}},
+                                6};
+  // Q8_0: both blocks' qs in one transpose, the second block's d (2 bytes) between them in the row.
+  static const UnitRuns q8_0 = {{{0, 0}, {32, 34}}, {{64, 2, 16, true, 2}}, 1};
+  switch (t) {
+    case DType::Q4_K: return &q4_k;
+    case DType::Q6_K: return &q6_k;
+    case DType::Q8_0: return &q8_0;
+    default: return nullptr;
+  }
+}
+
 }  // namespace
 
 bool panel_layout_exists(DType t, int64_t rows, int64_t cols) {
@@ -108,6 +145,27 @@ void panel_pack_matrix(DType t, uint8_t* data, int64_t rows, int64_t cols) {
     uint8_t* panel = data + static_cast<size_t>(p) * panel_bytes;
     std::memcpy(rows16.data(), panel, panel_bytes);
     panel_pack(t, rows16.data(), panel, cols);
+  }
+}
+
+void panel_unpack(DType t, const uint8_t* panel, uint8_t* rows16, size_t row_stride, int64_t cols) {
+  const Format f = format_of(t);
+  const int64_t units = cols / f.unit_cols;
+  if (!cpu_features().has_avx512_set()) {
+    for (int r = 0; r < R; ++r) panel_unpack_row(t, panel, r, rows16 + r * row_stride, cols);
+    return;
+  }
+  const UnitRuns& runs = *runs_of(t);
+  for (int64_t u = 0; u < units; ++u) {
+    const uint8_t* src = panel + u * R * f.unit_row_bytes;
+    uint8_t* dst = rows16 + u * f.unit_row_bytes;
+    for (const HalfRun& h : runs.halves) {
+      for (int r = 0; r < R; ++r) std::memcpy(dst + r * row_stride + h.row_off, src + h.panel_off + 2 * r, 2);
+    }
+    for (int k = 0; k < runs.n_groups; ++k) {
+      const GroupRun& g = runs.groups[k];
+      avx512::panel_groups_to_rows(src + g.panel_off, g.groups, dst + g.row_off, row_stride, g.flip, g.gap);
+    }
   }
 }
 

@@ -40,7 +40,17 @@ bool panel_layout_exists(DType t, int64_t rows, int64_t cols);
 void panel_pack(DType t, const uint8_t* rows16, uint8_t* out, int64_t cols);
 // A whole (rows x cols) matrix into panels in place (panel_layout_exists must hold).
 void panel_pack_matrix(DType t, uint8_t* data, int64_t rows, int64_t cols);
+// All 16 rows of a panel into rows16 (row_stride bytes apart): what the prompt paths use.
+void panel_unpack(DType t, const uint8_t* panel, uint8_t* rows16, size_t row_stride, int64_t cols);
 // Row r (0..15) of a panel, in the type's row layout, into row (row_bytes bytes).
 void panel_unpack_row(DType t, const uint8_t* panel, int r, uint8_t* row, int64_t cols);
+
+namespace avx512 {
+// ngroups groups of 16 dwords (64 bytes each, consecutive) to 16 rows: dword g of row r to
+// rows + r * row_stride + 4 g; flip: xor 0x80 into every byte; gap: with ngroups == 16, bytes
+// skipped in the row between the first 8 groups and the last 8 (Q8_0's two blocks).
+void panel_groups_to_rows(const uint8_t* groups, int ngroups, uint8_t* rows, size_t row_stride, bool flip,
+                          int gap = 0);
+}  // namespace avx512
 
 }  // namespace ll3::kernels

@@ -5,6 +5,7 @@
 // segment.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -61,6 +62,16 @@ TEST(Panels, UnpackGivesBackEveryRow) {
     for (int r = 0; r < kPanelRows; ++r) {
       kernels::panel_unpack_row(c.type, panel.data(), r, row.data(), cols);
       EXPECT_TRUE(std::equal(row.begin(), row.end(), rows.begin() + r * rb)) << dtype_name(c.type) << " row " << r;
+    }
+    // All 16 at once (the transposing path on AVX-512), into rows with a gap between them.
+    const size_t stride = rb + 64;
+    std::vector<uint8_t> all(kPanelRows * stride, 0xAB);
+    kernels::panel_unpack(c.type, panel.data(), all.data(), stride, cols);
+    for (int r = 0; r < kPanelRows; ++r) {
+      EXPECT_TRUE(std::equal(rows.begin() + r * rb, rows.begin() + (r + 1) * rb, all.begin() + r * stride))
+          << dtype_name(c.type) << " row " << r << " (whole panel)";
+      EXPECT_TRUE(std::all_of(all.begin() + r * stride + rb, all.begin() + (r + 1) * stride, [](uint8_t b) { return b == 0xAB; }))
+          << dtype_name(c.type) << " wrote past row " << r;
     }
   }
 }

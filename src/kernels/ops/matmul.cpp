@@ -17,6 +17,9 @@ int64_t row_chunk(const ThreadPool& pool, int64_t rows) {
 
 enum class Path { kBf16, kInt8, kFloat };
 
+// Blocks of the prompt paths start on panel boundaries and cover whole panels.
+static_assert(kRowBlock == kernels::kPanelRows && kernels::kBf16RowBlock % kernels::kPanelRows == 0);
+
 Path path_of(const WeightMatrix& W, int64_t n, const MatmulScratch& scratch) {
   const TypeTraits& tr = *W.traits;
   if (scratch.bf16 != nullptr && n >= kBf16MinTokens && W.type != DType::F32 && W.cols % 32 == 0) return Path::kBf16;
@@ -129,8 +132,10 @@ void matmul_bf16(ThreadPool& pool, const Group& g, const float* x, int64_t n, co
         const int64_t r0 = b * R;
         w.rows = W.row(r0);
         w.nr = std::min(R, W.rows - r0);
-        if (W.panels) {  // the block's rows back in the row layout (panels are 16 rows)
-          for (int64_t r = 0; r < w.nr; ++r) W.row_in(r0 + r, buf + r * W.row_bytes);
+        if (W.panels) {  // the block's rows back in the row layout (whole panels: rows % 16 == 0)
+          for (int64_t r = 0; r < w.nr; r += kernels::kPanelRows) {
+            kernels::panel_unpack(W.type, W.row(r0 + r), buf + r * W.row_bytes, W.row_bytes, W.cols);
+          }
           w.rows = buf;
         }
         w.next = b + 1 < b1 ? W.row(r0 + R) : nullptr;
@@ -163,8 +168,12 @@ void matmul_f32(ThreadPool& pool, const WeightMatrix& W, const float* x, float* 
     for (int64_t b = begin; b < end; ++b) {
       const int64_t r0 = b * kRowBlock, nr = std::min<int64_t>(kRowBlock, rows - r0);
       const float* w = reinterpret_cast<const float*>(W.row(r0));
-      if (W.type != DType::F32) {
-        for (int64_t r = 0; r < nr; ++r) tr.to_float(W.row_in(r0 + r, buf), wrows + r * cols, cols);
+      if (W.panels) {  // kRowBlock rows are one whole panel
+        kernels::panel_unpack(W.type, W.row(r0), buf, W.row_bytes, cols);
+        for (int64_t r = 0; r < nr; ++r) tr.to_float(buf + r * W.row_bytes, wrows + r * cols, cols);
+        w = wrows;
+      } else if (W.type != DType::F32) {
+        for (int64_t r = 0; r < nr; ++r) tr.to_float(W.row(r0 + r), wrows + r * cols, cols);
         w = wrows;
       }
       gemm(w, static_cast<size_t>(cols), x, static_cast<size_t>(cols), y + r0, static_cast<size_t>(rows), nr, n, cols);
