@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bench_data.h"
+#include "kernels/panels.h"
 #include "kernels/type_traits.h"
 
 namespace {
@@ -84,11 +85,38 @@ void gemv_wrows(benchmark::State& state, DType t, bool wrows) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.size()));
 }
 
+// The decode path over the same weights repacked into panels (kernels/panels.h): dot_q_panels
+// over runs of 4 panels (64 rows, what the matmul hands a thread for the 1B shapes).
+void gemv_panels(benchmark::State& state, DType t) {
+  const int64_t n = state.range(0), rows = state.range(1);
+  const ll3::TypeTraits* tt = ll3::type_traits(t);
+  if (tt->dot_q_panels == nullptr || !ll3::kernels::panel_layout_exists(t, rows, n)) {
+    state.SkipWithError("no panel kernel");
+    return;
+  }
+  std::vector<uint8_t> w = make_weights(t, n, rows);
+  ll3::kernels::panel_pack_matrix(t, w.data(), rows, n);
+  const size_t row_bytes = ll3::dtype_row_bytes(t, n);
+  const std::vector<uint8_t> xq = quantized_activations(t, random_floats(n, 1));
+  std::vector<float> y(rows);
+  constexpr int64_t kRun = 4 * ll3::kernels::kPanelRows;
+  for (auto _ : state) {
+    for (int64_t r0 = 0; r0 < rows; r0 += kRun) {
+      const int64_t nr = std::min(kRun, rows - r0);
+      tt->dot_q_panels(w.data() + r0 * row_bytes, nr / ll3::kernels::kPanelRows, xq.data(), n, y.data() + r0);
+    }
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.size()));
+}
+
 // Old and new interleaved, so both see the same machine load: compare medians of repetitions
 // (--benchmark_repetitions=5 --benchmark_enable_random_interleaving=true).
 #define LL3_GEMV_WROWS(T)                                                                              \
   BENCHMARK_CAPTURE(gemv_wrows, T##_dot_q, DType::T, false)->Args({2048, 8192})->Args({8192, 2048})->Args({2048, 512})->Unit(benchmark::kMicrosecond); \
-  BENCHMARK_CAPTURE(gemv_wrows, T##_wrows, DType::T, true)->Args({2048, 8192})->Args({8192, 2048})->Args({2048, 512})->Unit(benchmark::kMicrosecond);
+  BENCHMARK_CAPTURE(gemv_wrows, T##_wrows, DType::T, true)->Args({2048, 8192})->Args({8192, 2048})->Args({2048, 512})->Unit(benchmark::kMicrosecond); \
+  BENCHMARK_CAPTURE(gemv_panels, T##_panels, DType::T)->Args({2048, 8192})->Args({8192, 2048})->Args({2048, 512})->Unit(benchmark::kMicrosecond);
 
 LL3_GEMV_WROWS(Q4_K)
 LL3_GEMV_WROWS(Q6_K)

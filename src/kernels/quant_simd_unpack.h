@@ -16,6 +16,10 @@
 #include "core/half.h"
 #include "kernels/quant_blocks.h"
 
+// Fixed-count loops over the chunks of a block must be unrolled: clang keeps them as loops
+// otherwise, spilling the unpacked chunks to the stack and rebuilding constants every time.
+#define LL3_UNROLL _Pragma("clang loop unroll(full)")
+
 namespace ll3::kernels::simd {
 
 using namespace ll3::quant;

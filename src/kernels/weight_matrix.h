@@ -22,7 +22,16 @@ struct WeightMatrix {
   const uint8_t* data = nullptr;
   const TypeTraits* traits = nullptr;
   bool panels = false;
-  // Row r in the type's own layout (row_bytes): in place, or unpacked from its panel into buf.
+  // Rows [r0, r0 + nr) in the type's own layout, row_bytes apart: in place, or unpacked from
+  // their panels into buf (r0 a multiple of 16, nr too or reaching the last row).
+  const uint8_t* rows_in(int64_t r0, int64_t nr, uint8_t* buf) const {
+    if (!panels) return row(r0);
+    for (int64_t r = 0; r < nr; r += kernels::kPanelRows) {
+      kernels::panel_unpack(type, row(r0 + r), buf + r * row_bytes, row_bytes, cols);
+    }
+    return buf;
+  }
+  // Row r in the type's own layout: in place, or unpacked from its panel into buf.
   const uint8_t* row_in(int64_t r, uint8_t* buf) const {
     if (!panels) return row(r);
     kernels::panel_unpack_row(type, row(r - r % kernels::kPanelRows), static_cast<int>(r % kernels::kPanelRows), buf,

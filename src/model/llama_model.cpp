@@ -50,13 +50,13 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& path, co
   return m;
 }
 
-// The matrices the forward pass multiplies by (the embedding table only as the tied output).
-template <class F>
-void LlamaModel::for_each_matrix(F&& fn) {
-  for (LlamaLayer& L : layers) {
-    for (WeightMatrix* W : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) fn(*W);
+// The embedding table counts only as the (tied) output.
+template <class Model, class F>
+void LlamaModel::for_each_matrix(Model& m, F&& fn) {
+  for (auto& L : m.layers) {
+    for (auto* W : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) fn(*W);
   }
-  fn(output);
+  fn(m.output);
 }
 
 void LlamaModel::repack_panels() {
@@ -65,7 +65,7 @@ void LlamaModel::repack_panels() {
   const uint8_t* origin = copy->data();
   uint8_t* base = copy->unseal();
   if (base == nullptr) return;
-  for_each_matrix([&](WeightMatrix& W) {
+  for_each_matrix(*this, [&](WeightMatrix& W) {
     if (W.traits->dot_q_panels == nullptr || !kernels::panel_layout_exists(W.type, W.rows, W.cols)) return;
     kernels::panel_pack_matrix(W.type, base + (W.data - origin), W.rows, W.cols);
     W.panels = true;
@@ -77,10 +77,8 @@ void LlamaModel::repack_panels() {
 
 size_t LlamaModel::max_row_bytes() const {
   size_t n = tok_embd.row_bytes;
-  for (const LlamaLayer& L : layers) {
-    for (const WeightMatrix* W : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) n = std::max(n, W->row_bytes);
-  }
-  return std::max(n, output.row_bytes);
+  for_each_matrix(*this, [&](const WeightMatrix& W) { n = std::max(n, W.row_bytes); });
+  return n;
 }
 
 namespace {

@@ -91,8 +91,9 @@ class LlamaModel {
   MapMode map_mode_ = MapMode::kMap;
   int panel_matrices_ = 0;
   void repack_panels();
-  template <class F>
-  void for_each_matrix(F&& fn);
+  // fn(WeightMatrix&) for each matrix the forward pass multiplies by (Model: const or not).
+  template <class Model, class F>
+  static void for_each_matrix(Model& m, F&& fn);
   // Checks config against tensors_ (GGUF names) and fills the weights.
   Status bind_weights();
 

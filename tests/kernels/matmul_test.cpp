@@ -4,6 +4,7 @@
 // products are close to a double-precision product of the dequantized weights.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -36,6 +37,35 @@ std::unique_ptr<TestWeight> random_weight(DType type, int64_t rows, int64_t cols
   return t;
 }
 
+// The scratch a runner would size, for n activation rows of cols.
+struct TestScratch {
+  std::vector<float> rows;
+  std::vector<uint8_t> xq, wbuf;
+  std::vector<uint16_t> xbf;
+  MatmulScratch s;
+
+  TestScratch(const ThreadPool& pool, int64_t n, int64_t cols, bool int8, size_t max_row_bytes)
+      : rows(static_cast<size_t>(pool.size()) * kRowBlock * cols),
+        xq(static_cast<size_t>(n) * xq_row_bytes(cols)),
+        wbuf(static_cast<size_t>(pool.size()) * matmul_wbuf_bytes(max_row_bytes)),
+        xbf(kernels::bf16_packed_x_elems(n, cols)) {
+    s.rows = rows.data();
+    s.max_cols = cols;
+    s.xq = xq.data();
+    s.int8_activations = int8;
+    s.bf16 = int8 ? kernels::bf16_gemm_amx() : nullptr;
+    s.xbf = xbf.data();
+    s.wbuf = wbuf.data();
+    s.wbuf_thread_bytes = matmul_wbuf_bytes(max_row_bytes);
+  }
+};
+
+size_t max_row_bytes(const std::vector<std::unique_ptr<TestWeight>>& w) {
+  size_t n = 0;
+  for (const auto& t : w) n = std::max(n, t->W.row_bytes);
+  return n;
+}
+
 // y = W x in double from the reference dequantization.
 std::vector<double> reference_product(const WeightMatrix& W, const std::vector<float>& x, int64_t n) {
   std::vector<double> y(static_cast<size_t>(n * W.rows));
@@ -58,16 +88,8 @@ void check_group(const std::vector<DType>& types, int64_t n, bool int8, std::mt1
   std::vector<std::unique_ptr<TestWeight>> w;
   for (size_t j = 0; j < types.size(); ++j) w.push_back(random_weight(types[j], row_counts[j], kCols, rng));
   const std::vector<float> x = test::random_normal(static_cast<size_t>(n * kCols), rng());
-  std::vector<float> rows_scratch(static_cast<size_t>(pool.size()) * kRowBlock * kCols);
-  std::vector<uint8_t> xq(static_cast<size_t>(n) * xq_row_bytes(kCols));
-  std::vector<uint16_t> xbf(kernels::bf16_packed_x_elems(n, kCols));
-  MatmulScratch s;
-  s.rows = rows_scratch.data();
-  s.max_cols = kCols;
-  s.xq = xq.data();
-  s.int8_activations = int8;
-  s.bf16 = int8 ? kernels::bf16_gemm_amx() : nullptr;
-  s.xbf = xbf.data();
+  const TestScratch ts(pool, n, kCols, int8, max_row_bytes(w));
+  const MatmulScratch& s = ts.s;
 
   std::vector<std::vector<float>> alone(types.size()), shared(types.size());
   for (size_t j = 0; j < types.size(); ++j) {
@@ -123,19 +145,8 @@ TEST(Matmul, PanelLayoutGivesTheSameProducts) {
     for (int64_t n : {1, 5, 20}) {
       for (bool int8 : {true, false}) {
         const std::vector<float> x = test::random_normal(static_cast<size_t>(n * kCols), rng());
-        std::vector<float> rows_scratch(static_cast<size_t>(pool.size()) * kRowBlock * kCols);
-        std::vector<uint8_t> xq(static_cast<size_t>(n) * xq_row_bytes(kCols));
-        std::vector<uint16_t> xbf(kernels::bf16_packed_x_elems(n, kCols));
-        std::vector<uint8_t> wbuf(static_cast<size_t>(pool.size()) * matmul_wbuf_bytes(w->W.row_bytes));
-        MatmulScratch s;
-        s.rows = rows_scratch.data();
-        s.max_cols = kCols;
-        s.xq = xq.data();
-        s.int8_activations = int8;
-        s.bf16 = int8 ? kernels::bf16_gemm_amx() : nullptr;
-        s.xbf = xbf.data();
-        s.wbuf = wbuf.data();
-        s.wbuf_thread_bytes = matmul_wbuf_bytes(w->W.row_bytes);
+        const TestScratch ts(pool, n, kCols, int8, w->W.row_bytes);
+        const MatmulScratch& s = ts.s;
         std::vector<float> a(static_cast<size_t>(n * kRows)), b(a.size());
         matmul(pool, w->W, x.data(), a.data(), n, s);
         matmul(pool, packed.W, x.data(), b.data(), n, s);

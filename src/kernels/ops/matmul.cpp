@@ -27,8 +27,8 @@ Path path_of(const WeightMatrix& W, int64_t n, const MatmulScratch& scratch) {
   return Path::kFloat;
 }
 
-int64_t rows_of(const WeightMatrix& W) { return W.rows; }
-int64_t panels_of(const WeightMatrix& W) { return (W.rows + kernels::kPanelRows - 1) / kernels::kPanelRows; }
+// Units of 16 rows (a panel in the panel layout) of the integer path.
+int64_t units_of(const WeightMatrix& W) { return (W.rows + kernels::kPanelRows - 1) / kernels::kPanelRows; }
 int64_t blocks_of(const WeightMatrix& W) { return (W.rows + kernels::kBf16RowBlock - 1) / kernels::kBf16RowBlock; }
 
 // The products of a group laid end to end: a virtual index (row or block) over all of them.
@@ -60,48 +60,36 @@ uint8_t* thread_wbuf(const MatmulScratch& scratch, int thread) {
   return scratch.wbuf + static_cast<size_t>(thread) * scratch.wbuf_thread_bytes;
 }
 
-// Decode with 8-bit activations: units of 16 rows (a panel, or 16 rows in the row layout)
-// split across the threads.
-void decode_q(ThreadPool& pool, const Group& g, int64_t cols, const MatmulScratch& scratch) {
+// Integer path: quantize each activation row once, then multiply units of 16 weight rows (a
+// panel, or 16 rows of the row layout) split across the threads.
+void matmul_q(ThreadPool& pool, const Group& units, const float* x, int64_t n, const MatmulScratch& scratch) {
   constexpr int64_t P = kernels::kPanelRows;
-  const int64_t chunk = std::max<int64_t>(1, row_chunk(pool, g.total() * P) / P);
-  pool.parallel_for_stealing(g.total(), chunk, [&](int64_t begin, int64_t end, int) {
-    g.for_each(begin, end, [&](const MatmulOutput& o, int64_t u0, int64_t u1) {
-      const WeightMatrix& W = *o.W;
-      const TypeTraits& tr = *W.traits;
-      const int64_t r0 = u0 * P, r1 = std::min(u1 * P, W.rows);
-      if (W.panels) {
-        tr.dot_q_panels(W.row(r0), u1 - u0, scratch.xq, cols, o.y + r0);
-      } else if (tr.dot_q_wrows != nullptr) {
-        tr.dot_q_wrows(W.row(r0), W.row_bytes, r1 - r0, scratch.xq, cols, o.y + r0);
-      } else {
-        for (int64_t r = r0; r < r1; ++r) o.y[r] = tr.dot_q(W.row(r), scratch.xq, cols);
-      }
-    });
-  });
-}
-
-// Integer path: quantize each activation row once, then dot every weight row with each of them.
-void matmul_q(ThreadPool& pool, const Group& g, const Group& units, const float* x, int64_t n,
-              const MatmulScratch& scratch) {
-  const DType act_type = g.first().traits->vec_dot_type;
+  const DType act_type = units.first().traits->vec_dot_type;
   const TypeTraits& act = *type_traits(act_type);
-  const int64_t cols = g.first().cols;
+  const int64_t cols = units.first().cols;
   const size_t xq_bytes = dtype_row_bytes(act_type, cols);
   pool.parallel_for(n, [&](int64_t begin, int64_t end, int) {
     for (int64_t t = begin; t < end; ++t) act.from_float(x + t * cols, scratch.xq + t * xq_bytes, cols);
   });
-  if (n == 1) {
-    decode_q(pool, units, cols, scratch);
-    return;
-  }
-  pool.parallel_for_stealing(g.total(), row_chunk(pool, g.total()), [&](int64_t begin, int64_t end, int thread) {
-    uint8_t* buf = thread_wbuf(scratch, thread);
-    g.for_each(begin, end, [&](const MatmulOutput& o, int64_t r0, int64_t r1) {
+  const int64_t chunk = std::max<int64_t>(1, row_chunk(pool, units.total() * P) / P);
+  pool.parallel_for_stealing(units.total(), chunk, [&](int64_t begin, int64_t end, int thread) {
+    units.for_each(begin, end, [&](const MatmulOutput& o, int64_t u0, int64_t u1) {
       const WeightMatrix& W = *o.W;
-      // Each weight row is unpacked once for all activation rows (y is (n, rows): stride rows).
-      for (int64_t r = r0; r < r1; ++r) {
-        W.traits->dot_q_rows(W.row_in(r, buf), scratch.xq, xq_bytes, n, cols, o.y + r, static_cast<size_t>(W.rows));
+      const TypeTraits& tr = *W.traits;
+      const int64_t r0 = u0 * P, r1 = std::min(u1 * P, W.rows);
+      if (n == 1 && W.panels) {
+        tr.dot_q_panels(W.row(r0), u1 - u0, scratch.xq, cols, o.y + r0);
+      } else if (n == 1 && tr.dot_q_wrows != nullptr) {
+        tr.dot_q_wrows(W.row(r0), W.row_bytes, r1 - r0, scratch.xq, cols, o.y + r0);
+      } else {
+        // Each weight row is unpacked once for all activation rows (y is (n, rows): stride rows).
+        for (int64_t u = u0; u < u1; ++u) {
+          const int64_t a = u * P, nr = std::min(P, W.rows - a);
+          const uint8_t* rows = W.rows_in(a, nr, thread_wbuf(scratch, thread));
+          for (int64_t r = 0; r < nr; ++r) {
+            tr.dot_q_rows(rows + r * W.row_bytes, scratch.xq, xq_bytes, n, cols, o.y + a + r, static_cast<size_t>(W.rows));
+          }
+        }
       }
     });
   });
@@ -130,14 +118,8 @@ void matmul_bf16(ThreadPool& pool, const Group& g, const float* x, int64_t n, co
       w.to_float = W.traits->to_float;
       for (int64_t b = b0; b < b1; ++b) {
         const int64_t r0 = b * R;
-        w.rows = W.row(r0);
         w.nr = std::min(R, W.rows - r0);
-        if (W.panels) {  // the block's rows back in the row layout (whole panels: rows % 16 == 0)
-          for (int64_t r = 0; r < w.nr; r += kernels::kPanelRows) {
-            kernels::panel_unpack(W.type, W.row(r0 + r), buf + r * W.row_bytes, W.row_bytes, W.cols);
-          }
-          w.rows = buf;
-        }
+        w.rows = W.rows_in(r0, w.nr, buf);
         w.next = b + 1 < b1 ? W.row(r0 + R) : nullptr;
         w.next_bytes = b + 1 < b1 ? static_cast<size_t>(std::min(R, W.rows - r0 - R)) * W.row_bytes : 0;
         k.gemm(w, scratch.xbf, n, cols, o.y + r0, static_cast<size_t>(W.rows));
@@ -153,27 +135,27 @@ void matmul_f32(ThreadPool& pool, const WeightMatrix& W, const float* x, float* 
                 const MatmulScratch& scratch) {
   const TypeTraits& tr = *W.traits;
   const int64_t rows = W.rows, cols = W.cols;
+  const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
   if (n == 1) {
-    pool.parallel_for_stealing(rows, row_chunk(pool, rows), [&](int64_t begin, int64_t end, int thread) {
-      uint8_t* buf = thread_wbuf(scratch, thread);
-      for (int64_t r = begin; r < end; ++r) y[r] = tr.dot_f32(W.row_in(r, buf), x, cols);
+    const int64_t chunk = std::max<int64_t>(1, row_chunk(pool, rows) / kRowBlock);
+    pool.parallel_for_stealing(blocks, chunk, [&](int64_t begin, int64_t end, int thread) {
+      for (int64_t b = begin; b < end; ++b) {
+        const int64_t r0 = b * kRowBlock, nr = std::min(kRowBlock, rows - r0);
+        const uint8_t* w = W.rows_in(r0, nr, thread_wbuf(scratch, thread));
+        for (int64_t r = 0; r < nr; ++r) y[r0 + r] = tr.dot_f32(w + r * W.row_bytes, x, cols);
+      }
     });
     return;
   }
   static const kernels::GemmF32Fn gemm = kernels::gemm_f32();
-  const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
   pool.parallel_for_dynamic(blocks, 1, [&](int64_t begin, int64_t end, int thread) {
-    uint8_t* buf = thread_wbuf(scratch, thread);
     float* wrows = scratch.rows + static_cast<size_t>(thread) * kRowBlock * scratch.max_cols;
     for (int64_t b = begin; b < end; ++b) {
       const int64_t r0 = b * kRowBlock, nr = std::min<int64_t>(kRowBlock, rows - r0);
-      const float* w = reinterpret_cast<const float*>(W.row(r0));
-      if (W.panels) {  // kRowBlock rows are one whole panel
-        kernels::panel_unpack(W.type, W.row(r0), buf, W.row_bytes, cols);
-        for (int64_t r = 0; r < nr; ++r) tr.to_float(buf + r * W.row_bytes, wrows + r * cols, cols);
-        w = wrows;
-      } else if (W.type != DType::F32) {
-        for (int64_t r = 0; r < nr; ++r) tr.to_float(W.row(r0 + r), wrows + r * cols, cols);
+      const uint8_t* src = W.rows_in(r0, nr, thread_wbuf(scratch, thread));
+      const float* w = reinterpret_cast<const float*>(src);
+      if (W.type != DType::F32) {
+        for (int64_t r = 0; r < nr; ++r) tr.to_float(src + r * W.row_bytes, wrows + r * cols, cols);
         w = wrows;
       }
       gemm(w, static_cast<size_t>(cols), x, static_cast<size_t>(cols), y + r0, static_cast<size_t>(rows), nr, n, cols);
@@ -185,7 +167,7 @@ void run(ThreadPool& pool, Path path, std::initializer_list<MatmulOutput> output
          const MatmulScratch& scratch) {
   switch (path) {
     case Path::kBf16: matmul_bf16(pool, Group(outputs, blocks_of), x, n, scratch); break;
-    case Path::kInt8: matmul_q(pool, Group(outputs, rows_of), Group(outputs, panels_of), x, n, scratch); break;
+    case Path::kInt8: matmul_q(pool, Group(outputs, units_of), x, n, scratch); break;
     case Path::kFloat:
       for (const MatmulOutput& o : outputs) matmul_f32(pool, *o.W, x, o.y, n, scratch);
       break;

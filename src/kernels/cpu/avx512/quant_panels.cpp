@@ -25,10 +25,6 @@ namespace {
 
 constexpr int R = static_cast<int>(kPanelRows);
 
-// The fixed-count loops must be unrolled: kept as loops, clang rebuilds their constants and
-// offsets every time.
-#define LL3_UNROLL_PANEL _Pragma("clang loop unroll(full)")
-
 // Prefetches of the line at p, at the two distances of prefetch.h.
 inline void prefetch_line(const uint8_t* p) {
   _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchL2Bytes), _MM_HINT_T1);
@@ -42,6 +38,12 @@ inline __m512i load_line(const uint8_t* p) {
 
 inline __m512 load_f16x16(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+// The 16 row sums of one panel over one activation segment: the first segment stores them,
+// the next ones add to them.
+inline void add_to_output(float* y, __m512 sum, bool first) {
+  _mm512_storeu_ps(y, first ? sum : _mm512_add_ps(_mm512_loadu_ps(y), sum));
 }
 
 inline __m512i bcast32(const void* p) {
@@ -71,9 +73,8 @@ void q4_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, i
     for (int64_t i = s0; i < s1; ++i) {
       for (int t = 0; t < 8; ++t) {
         const int b = a[i].bsums[2 * t] + a[i].bsums[2 * t + 1];
-        const int h = b >= 0 ? b / 64 : -((-b + 63) / 64);  // floor(b / 64)
-        bh[i - s0][t] = static_cast<int8_t>(h);
-        bl[i - s0][t] = static_cast<int8_t>(b - 64 * h);
+        bh[i - s0][t] = static_cast<int8_t>(b >> 6);  // floor(b / 64)
+        bl[i - s0][t] = static_cast<int8_t>(b & 63);
       }
     }
     for (int64_t p = 0; p < npanels; ++p) {
@@ -94,9 +95,9 @@ void q4_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, i
         __m512i isum = _mm512_setzero_si512();
         // qs group j (32 bytes: dwords 8j .. 8j+7) holds sub-block 2j in its low nibbles and
         // 2j+1 in its high ones, each in element order.
-        LL3_UNROLL_PANEL for (int j = 0; j < 4; ++j) {
+        LL3_UNROLL for (int j = 0; j < 4; ++j) {
           __m512i lo0 = _mm512_setzero_si512(), lo1 = lo0, hi0 = lo0, hi1 = lo0;
-          LL3_UNROLL_PANEL for (int k = 0; k < 8; k += 2) {
+          LL3_UNROLL for (int k = 0; k < 8; k += 2) {
             const __m512i q0 = load_line(blk + 256 + 64 * (8 * j + k));
             const __m512i q1 = load_line(blk + 256 + 64 * (8 * j + k + 1));
             lo0 = _mm512_dpbusd_epi32(lo0, _mm512_and_si512(q0, m0f), bcast32(aq + 64 * j + 4 * k));
@@ -121,9 +122,7 @@ void q4_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, i
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(load_f16x16(blk), ad), acc);
         acc_min = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(load_f16x16(blk + 32), ad), acc_min);
       }
-      const __m512 sum = _mm512_sub_ps(acc, acc_min);
-      float* yp = y + p * R;
-      _mm512_storeu_ps(yp, s0 == 0 ? sum : _mm512_add_ps(_mm512_loadu_ps(yp), sum));
+      add_to_output(y + p * R, _mm512_sub_ps(acc, acc_min), s0 == 0);
     }
   }
 }
@@ -162,7 +161,7 @@ void q6_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, i
         const int64_t si = i - s0;
         // Scales: 4 dwords (groups 4s .. 4s+3) per row; the bsum correction first.
         __m512i sc[4], ch = _mm512_setzero_si512(), cl = ch, c1 = ch;
-        LL3_UNROLL_PANEL for (int s = 0; s < 4; ++s) {
+        LL3_UNROLL for (int s = 0; s < 4; ++s) {
           sc[s] = load_line(unit + 64 + 256 * h2 + 64 * s);
           ch = _mm512_dpbusd_epi32(ch, bcast32(bh[si] + 4 * s), sc[s]);
           cl = _mm512_dpbusd_epi32(cl, bcast32(bl[si] + 4 * s), sc[s]);
@@ -170,15 +169,15 @@ void q6_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, i
         }
         const __m512i corr = _mm512_sub_epi32(_mm512_add_epi32(_mm512_slli_epi32(ch, 6), cl), _mm512_slli_epi32(c1, 11));
         __m512i isum = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(corr, 5));
-        LL3_UNROLL_PANEL for (int h = 0; h < 2; ++h) {
+        LL3_UNROLL for (int h = 0; h < 2; ++h) {
           // qh dword mm holds, in bit pairs 0..3, the high bits of weights 4mm, 32 + 4mm,
           // 64 + 4mm and 96 + 4mm of this half (+ 0..3 each).
           __m512i qh[8];
-          LL3_UNROLL_PANEL for (int mm = 0; mm < 8; ++mm) qh[mm] = load_line(blk + 2048 + 64 * (8 * h + mm));
-          LL3_UNROLL_PANEL for (int q = 0; q < 4; ++q) {
+          LL3_UNROLL for (int mm = 0; mm < 8; ++mm) qh[mm] = load_line(blk + 2048 + 64 * (8 * h + mm));
+          LL3_UNROLL for (int q = 0; q < 4; ++q) {
             // ql dwords 4q .. 4q+3: low nibbles are group 8h + q, high nibbles group 8h + 4 + q.
             __m512i ul = _mm512_setzero_si512(), uh = ul;
-            LL3_UNROLL_PANEL for (int t = 0; t < 4; ++t) {
+            LL3_UNROLL for (int t = 0; t < 4; ++t) {
               const int kk = 4 * q + t;
               const __m512i ql = load_line(blk + 64 * (16 * h + kk));
               const __m512i hb = qh[kk % 8];
@@ -200,8 +199,7 @@ void q6_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, i
         prefetch_line(unit);
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(load_f16x16(unit + 32 * h2), _mm512_set1_ps(a[i].d)), acc);
       }
-      float* yp = y + p * R;
-      _mm512_storeu_ps(yp, s0 == 0 ? acc : _mm512_add_ps(_mm512_loadu_ps(yp), acc));
+      add_to_output(y + p * R, acc, s0 == 0);
     }
   }
 }
@@ -221,11 +219,9 @@ void q8_0_dot_q8_0_panels(const void* panels, int64_t npanels, const void* xq, i
     const int64_t s1 = std::min(nb, s0 + kSeg);
     for (int64_t i = s0; i < s1; ++i) {
       ad[i - s0] = simd::h2f(a[i].d);
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qs));
-      const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
-      __m128i t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-      t = _mm_hadd_epi32(t, t);
-      asum[i - s0] = 128 * (_mm_cvtsi128_si32(t) + _mm_extract_epi32(t, 1));
+      int sum = 0;
+      for (int j = 0; j < kQK; ++j) sum += a[i].qs[j];
+      asum[i - s0] = 128 * sum;
     }
     for (int64_t p = 0; p < npanels; ++p) {
       const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
@@ -236,7 +232,7 @@ void q8_0_dot_q8_0_panels(const void* panels, int64_t npanels, const void* xq, i
         const uint8_t* a0 = reinterpret_cast<const uint8_t*>(a[i].qs);
         const uint8_t* a1 = reinterpret_cast<const uint8_t*>(a[i + 1].qs);
         __m512i s0a = _mm512_setzero_si512(), s0b = s0a, s1a = s0a, s1b = s0a;
-        LL3_UNROLL_PANEL for (int k = 0; k < 8; k += 2) {
+        LL3_UNROLL for (int k = 0; k < 8; k += 2) {
           s0a = _mm512_dpbusd_epi32(s0a, load_line(u + 64 + 64 * k), bcast32(a0 + 4 * k));
           s0b = _mm512_dpbusd_epi32(s0b, load_line(u + 128 + 64 * k), bcast32(a0 + 4 * k + 4));
           s1a = _mm512_dpbusd_epi32(s1a, load_line(u + 576 + 64 * k), bcast32(a1 + 4 * k));
@@ -248,9 +244,7 @@ void q8_0_dot_q8_0_panels(const void* panels, int64_t npanels, const void* xq, i
         acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d0), _mm512_mul_ps(load_f16x16(u), _mm512_set1_ps(ad[si])), acc0);
         acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), _mm512_mul_ps(load_f16x16(u + 32), _mm512_set1_ps(ad[si + 1])), acc1);
       }
-      const __m512 sum = _mm512_add_ps(acc0, acc1);
-      float* yp = y + p * R;
-      _mm512_storeu_ps(yp, s0 == 0 ? sum : _mm512_add_ps(_mm512_loadu_ps(yp), sum));
+      add_to_output(y + p * R, _mm512_add_ps(acc0, acc1), s0 == 0);
     }
   }
 }

@@ -21,9 +21,6 @@ namespace {
 
 constexpr int kMaxNX = 4;  // activation rows per pass
 
-// The loops over the 4 chunks of a block must be unrolled (clang keeps them as loops otherwise,
-// spilling the unpacked chunks to the stack and rebuilding the permute indices every time).
-#define LL3_UNROLL _Pragma("clang loop unroll(full)")
 
 // vpermd indices: chunk k of a Q4_K block takes scale 2k in lanes 0-7 and 2k+1 in lanes 8-15.
 alignas(64) constexpr int32_t kQ4KScaleIdx[4][16] = {
