@@ -31,7 +31,7 @@ struct Layout {
   int64_t unit_cols;
   size_t unit_row_bytes;
   HalfRun halves[2];
-  GroupRun groups[6];
+  GroupRun groups[10];
   int n_groups;
 };
 
@@ -42,13 +42,23 @@ static_assert(sizeof(BlockQ8_0) == 34 && offsetof(BlockQ8_0, qs) == 2);
 const Layout* layout_of(DType t) {
   // Q4_K, one block: d, dmin; 12 scale bytes (3 groups), 128 qs bytes (32 groups).
   static const Layout q4_k = {kQKK, 144, {{0, 0}, {32, 2}}, {{64, 4, 3}, {256, 16, 32}}, 2};
-  // Q6_K, two blocks (rows at 0 and 210): d; 16 scale bytes (4 groups) each; then per block its
-  // 128 ql bytes (32 groups) and 64 qh bytes (16 groups).
+  // Q6_K, two blocks (rows at 0 and 210): d of both; then per block, in the order the kernel
+  // reads them: 16 scale bytes (4 groups), and per half qh groups 8h..8h+7 followed by ql groups
+  // 16h..16h+15.
   static const Layout q6_k = {2 * kQKK,
                               420,
                               {{0, 208}, {32, 418}},
-                              {{64, 192, 4}, {320, 402, 4}, {576, 0, 32}, {2624, 128, 16}, {3648, 210, 32}, {5696, 338, 16}},
-                              6};
+                              {{64, 192, 4},
+                               {320, 128, 8},
+                               {832, 0, 16},
+                               {1856, 160, 8},
+                               {2368, 64, 16},
+                               {3392, 402, 4},
+                               {3648, 338, 8},
+                               {4160, 210, 16},
+                               {5184, 370, 8},
+                               {5696, 274, 16}},
+                              10};
   // Q8_0, two blocks: d; both blocks' 32 qs (8 groups each) in one run, the second block's d
   // (2 bytes) between them in the row.
   static const Layout q8_0 = {2 * kQK, 68, {{0, 0}, {32, 34}}, {{64, 2, 16, true, 2}}, 1};

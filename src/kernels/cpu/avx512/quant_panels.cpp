@@ -67,6 +67,7 @@ void q4_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, i
   const size_t panel_bytes = kUnit * static_cast<size_t>(nb);
   alignas(64) int8_t bl[kSeg][8], bh[kSeg][8];
   const __m512i m3f = _mm512_set1_epi8(0x3f), m0f = _mm512_set1_epi8(0x0f), m03 = _mm512_set1_epi8(0x03);
+  const __m512i mf0 = _mm512_set1_epi8(static_cast<char>(0xf0));
   const __m512i ff = _mm512_set1_epi32(0xff);
   for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {
     const int64_t s1 = std::min(nb, s0 + kSeg);
@@ -92,7 +93,9 @@ void q4_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, i
         const __m512i mn_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(sc2, 4), m0f),
                                               _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(sc1, 6), m03), 4));
         const uint8_t* aq = reinterpret_cast<const uint8_t*>(a[i].qs);
-        __m512i isum = _mm512_setzero_si512();
+        // The high nibbles go to vpdpbusd in place (16 times their value: one mask, no shift);
+        // their sum is divided by 16 once per block (exactly: every term is a multiple of 16).
+        __m512i isum = _mm512_setzero_si512(), isum16 = isum;
         // qs group j (32 bytes: dwords 8j .. 8j+7) holds sub-block 2j in its low nibbles and
         // 2j+1 in its high ones, each in element order.
         LL3_UNROLL for (int j = 0; j < 4; ++j) {
@@ -101,17 +104,18 @@ void q4_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, i
             const __m512i q0 = load_line(blk + 256 + 64 * (8 * j + k));
             const __m512i q1 = load_line(blk + 256 + 64 * (8 * j + k + 1));
             lo0 = _mm512_dpbusd_epi32(lo0, _mm512_and_si512(q0, m0f), bcast32(aq + 64 * j + 4 * k));
-            hi0 = _mm512_dpbusd_epi32(hi0, _mm512_and_si512(_mm512_srli_epi16(q0, 4), m0f), bcast32(aq + 64 * j + 32 + 4 * k));
+            hi0 = _mm512_dpbusd_epi32(hi0, _mm512_and_si512(q0, mf0), bcast32(aq + 64 * j + 32 + 4 * k));
             lo1 = _mm512_dpbusd_epi32(lo1, _mm512_and_si512(q1, m0f), bcast32(aq + 64 * j + 4 * k + 4));
-            hi1 = _mm512_dpbusd_epi32(hi1, _mm512_and_si512(_mm512_srli_epi16(q1, 4), m0f), bcast32(aq + 64 * j + 36 + 4 * k));
+            hi1 = _mm512_dpbusd_epi32(hi1, _mm512_and_si512(q1, mf0), bcast32(aq + 64 * j + 36 + 4 * k));
           }
           const __m512i scv = j < 2 ? sc_lo : sc_hi;
           const int sh = 16 * (j & 1);
           const __m512i sa = _mm512_and_si512(_mm512_srli_epi32(scv, sh), ff);
           const __m512i sb = _mm512_and_si512(_mm512_srli_epi32(scv, sh + 8), ff);
           isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(_mm512_add_epi32(lo0, lo1), sa));
-          isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(_mm512_add_epi32(hi0, hi1), sb));
+          isum16 = _mm512_add_epi32(isum16, _mm512_mullo_epi32(_mm512_add_epi32(hi0, hi1), sb));
         }
+        isum = _mm512_add_epi32(isum, _mm512_srai_epi32(isum16, 4));
         const int64_t si = i - s0;
         __m512i mh = _mm512_dpbusd_epi32(_mm512_setzero_si512(), mn_lo, bcast32(bh[si]));
         mh = _mm512_dpbusd_epi32(mh, mn_hi, bcast32(bh[si] + 4));
@@ -156,13 +160,13 @@ void q6_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, i
       for (int64_t i = s0; i < s1; ++i) {
         const int64_t h2 = i & 1;
         const uint8_t* unit = w + (i / 2) * kUnit;
-        const uint8_t* blk = unit + 576 + 3072 * h2;
+        const uint8_t* blk = unit + 64 + 3328 * h2;
         const uint8_t* aq = reinterpret_cast<const uint8_t*>(a[i].qs);
         const int64_t si = i - s0;
         // Scales: 4 dwords (groups 4s .. 4s+3) per row; the bsum correction first.
         __m512i sc[4], ch = _mm512_setzero_si512(), cl = ch, c1 = ch;
         LL3_UNROLL for (int s = 0; s < 4; ++s) {
-          sc[s] = load_line(unit + 64 + 256 * h2 + 64 * s);
+          sc[s] = load_line(blk + 64 * s);
           ch = _mm512_dpbusd_epi32(ch, bcast32(bh[si] + 4 * s), sc[s]);
           cl = _mm512_dpbusd_epi32(cl, bcast32(bl[si] + 4 * s), sc[s]);
           c1 = _mm512_dpbusd_epi32(c1, ones, sc[s]);
@@ -173,13 +177,14 @@ void q6_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, i
           // qh dword mm holds, in bit pairs 0..3, the high bits of weights 4mm, 32 + 4mm,
           // 64 + 4mm and 96 + 4mm of this half (+ 0..3 each).
           __m512i qh[8];
-          LL3_UNROLL for (int mm = 0; mm < 8; ++mm) qh[mm] = load_line(blk + 2048 + 64 * (8 * h + mm));
+          const uint8_t* half = blk + 256 + 1536 * h;
+          LL3_UNROLL for (int mm = 0; mm < 8; ++mm) qh[mm] = load_line(half + 64 * mm);
           LL3_UNROLL for (int q = 0; q < 4; ++q) {
             // ql dwords 4q .. 4q+3: low nibbles are group 8h + q, high nibbles group 8h + 4 + q.
             __m512i ul = _mm512_setzero_si512(), uh = ul;
             LL3_UNROLL for (int t = 0; t < 4; ++t) {
               const int kk = 4 * q + t;
-              const __m512i ql = load_line(blk + 64 * (16 * h + kk));
+              const __m512i ql = load_line(half + 512 + 64 * kk);
               const __m512i hb = qh[kk % 8];
               const __m512i hl = q < 2 ? _mm512_slli_epi16(hb, 4) : _mm512_slli_epi16(hb, 2);
               const __m512i hh = q < 2 ? hb : _mm512_srli_epi16(hb, 2);
