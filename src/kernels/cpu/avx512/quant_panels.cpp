@@ -5,7 +5,7 @@
 // per-block step (scale decoding, f16 conversion, the K-quant mins) runs once for 16 rows.
 //
 // Loads are aligned (the layouts keep every group on a cache line) and each one issues its own
-// prefetches, into L2 4 KB ahead and into L1 1 KB ahead (prefetch.h): spreading them one per
+// prefetches, into L2 4 KB ahead and into L1 2 KB ahead (prefetch.h): spreading them one per
 // line measured 81% of the streaming read for Q4_K where a burst of a block's 36 lines at its
 // start reached 64-67%.
 #include <immintrin.h>
