@@ -107,9 +107,7 @@ Status LlamaRunner::forward(const BatchPlan& plan, float* logits) {
     const LlamaLayer& L = m_.layers[l];
 
     // Attention block: x += Wo · attention(RoPE(Wq·norm(x)), RoPE(Wk·norm(x)), Wv·norm(x))
-    for (int64_t t = 0; t < T; ++t) {
-      ops::rmsnorm(&x_[t * dim], L.attn_norm.data(), &xb_[t * dim], dim, c_.norm_eps);
-    }
+    rmsnorm_rows(L.attn_norm.data(), T);
     matmul_shared(pool_, {{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xb_.data(), T, mm_scratch_);
     for (int64_t t = 0; t < T; ++t) {
       ops::rope(&q_[t * q_dim_], c_.n_heads, hd, &rope_cos_[t * half], &rope_sin_[t * half], c_.rope_half_pairs);
@@ -126,11 +124,10 @@ Status LlamaRunner::forward(const BatchPlan& plan, float* logits) {
     for (int64_t i = 0; i < T * dim; ++i) x_[i] += proj_[i];
 
     // Feed-forward block: x += W_down · (silu(W_gate·norm(x)) * W_up·norm(x))
-    for (int64_t t = 0; t < T; ++t) {
-      ops::rmsnorm(&x_[t * dim], L.ffn_norm.data(), &xb_[t * dim], dim, c_.norm_eps);
-    }
+    rmsnorm_rows(L.ffn_norm.data(), T);
     matmul_shared(pool_, {{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}}, xb_.data(), T, mm_scratch_);
-    ops::swiglu(gate_.data(), up_.data(), T * c_.ffn_dim);
+    const int64_t ffn = c_.ffn_dim;
+    pool_.parallel_for(T, [&](int64_t b, int64_t e, int) { ops::swiglu(&gate_[b * ffn], &up_[b * ffn], (e - b) * ffn); });
     matmul(pool_, L.w_down, gate_.data(), proj_.data(), T, mm_scratch_);
     for (int64_t i = 0; i < T * dim; ++i) x_[i] += proj_[i];
   }
@@ -143,6 +140,13 @@ Status LlamaRunner::forward(const BatchPlan& plan, float* logits) {
   }
   matmul(pool_, m_.output, xb_.data(), logits, n_out, mm_scratch_);
   return Status();
+}
+
+void LlamaRunner::rmsnorm_rows(const float* weight, int64_t T) {
+  const int64_t dim = c_.dim;
+  pool_.parallel_for(T, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) ops::rmsnorm(&x_[t * dim], weight, &xb_[t * dim], dim, c_.norm_eps);
+  });
 }
 
 // Causal grouped-query attention of every (batch row, head) pair over the row's sequence,

@@ -32,6 +32,8 @@ class LlamaRunner {
  private:
   Status validate(const BatchPlan& plan) const;
   void attention(const BatchPlan& plan, int64_t layer);
+  // xb = rmsnorm(x) * weight for the T batch rows, split across the threads.
+  void rmsnorm_rows(const float* weight, int64_t T);
 
   const LlamaModel& m_;
   const LlamaConfig& c_;

@@ -2,6 +2,7 @@
 
 #include "core/cpu_features.h"
 #include "core/half.h"
+#include "kernels/activation_kernels.h"
 #include "kernels/float_kernels.h"
 #include "kernels/ops.h"
 #include "kernels/type_traits.h"
@@ -44,20 +45,14 @@ void rope(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const f
 void softmax(float* x, int64_t n) {
   float max = -INFINITY;
   for (int64_t i = 0; i < n; ++i) max = x[i] > max ? x[i] : max;
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - max);
-    sum += x[i];
-  }
-  const float inv = static_cast<float>(1.0 / sum);
+  static const auto exp_sub = cpu_features().has_avx512_set() ? kernels::avx512::exp_sub : kernels::ref::exp_sub;
+  const float inv = static_cast<float>(1.0 / exp_sub(x, n, max));
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
 void swiglu(float* gate, const float* up, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
-  }
+  static const auto fn = cpu_features().has_avx512_set() ? kernels::avx512::swiglu : kernels::ref::swiglu;
+  fn(gate, up, n);
 }
 
 void store_row(const float* src, void* dst, int64_t n, DType t) {
