@@ -14,6 +14,7 @@
 #include "cli_args.h"
 #include "cli_common.h"
 #include "commands.h"
+#include "engine/sampler.h"
 #include "engine/session.h"
 #include "kernels/stream_read.h"
 
@@ -147,8 +148,7 @@ int cmd_bench(int argc, char** argv) {
         std::fprintf(stderr, "ll3 bench: %s\n", st.message().c_str());
         std::exit(1);
       }
-      tok = static_cast<int32_t>(std::max_element(s.last_logits(), s.last_logits() + m.config.n_vocab) -
-                                 s.last_logits());
+      tok = argmax(s.last_logits(), static_cast<int32_t>(m.config.n_vocab));  // greedy, as the engine samples it
     }
     return n_gen / (now_seconds() - t0);
   };
