@@ -82,15 +82,17 @@ double bandwidth(int threads, bool remeasure) {
 
 int cmd_bench(int argc, char** argv) {
   std::string model_path, kv_type = "f16";
-  int n_prompt = 128, n_gen = 32, threads = 0, reps = 5;
+  int n_prompt = 128, n_gen = 32, n_depth = 0, threads = 0, reps = 5;
   bool json = false, roofline = false;
   LoadFlags load_flags;
-  ArgParser ap("bench", "ll3 bench -m MODEL [-p 128] [-n 32] [-t THREADS] [-r REPS] [--json] | ll3 bench --roofline",
+  ArgParser ap("bench", "ll3 bench -m MODEL [-p 128] [-n 32] [-d DEPTH] [-t THREADS] [-r REPS] [--json] | ll3 bench --roofline",
                "Measure prompt processing (pp) and generation (tg) speed, like llama-bench.");
   ap.add_string({"-m", "--model"}, "MODEL", "GGUF file or Hugging Face directory (default: the default model)",
                 &model_path);
   ap.add_int({"-p", "--n-prompt"}, "N", "prompt tokens of the pp test; 0 skips it (default 128)", &n_prompt);
   ap.add_int({"-n", "--n-gen"}, "N", "tokens generated one by one in the tg test; 0 skips it (default 32)", &n_gen);
+  ap.add_int({"-d", "--n-depth"}, "N", "tokens already in the cache when each test starts (untimed; default 0)",
+             &n_depth);
   ap.add_int({"-t", "--threads"}, "N", "threads (default: all cores)", &threads);
   ap.add_int({"-r", "--repetitions"}, "N", "repetitions of each test after a warm-up (default 5)", &reps);
   ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32 or f16 (default f16)", &kv_type);
@@ -98,7 +100,9 @@ int cmd_bench(int argc, char** argv) {
   add_load_flags(ap, &load_flags);
   ap.add_flag({"--roofline"}, "measure the memory read bandwidth again (cached in ~/.cache/ll3)", &roofline);
   if (int rc = ap.parse(argc, argv); rc >= 0) return rc;
-  if (n_prompt < 0 || n_gen < 0 || reps < 1) return ap.usage_error("-p and -n must be >= 0 and -r >= 1");
+  if (n_prompt < 0 || n_gen < 0 || n_depth < 0 || reps < 1) {
+    return ap.usage_error("-p, -n and -d must be >= 0 and -r >= 1");
+  }
   Result<DType> kvt = parse_kv_type(kv_type);
   if (!kvt.ok()) return ap.usage_error(kvt.message());
   if (threads <= 0) threads = default_thread_count();
@@ -119,17 +123,27 @@ int cmd_bench(int argc, char** argv) {
   SessionOptions so;
   so.threads = threads;
   so.kv_type = kvt.value();
-  so.context = std::max(n_prompt, n_gen) + 16;
-  so.batch = std::max(1, n_prompt);
+  so.context = n_depth + std::max(n_prompt, n_gen) + 16;
+  so.batch = std::max({1, n_prompt, std::min(n_depth, 512)});
   Result<std::unique_ptr<Session>> session = Session::create(m, so);
   if (!session.ok()) return fail("bench", session.message());
   Session& s = **session;
   std::mt19937 rng(1);
-  std::vector<int32_t> prompt(static_cast<size_t>(n_prompt));
+  std::vector<int32_t> prompt(static_cast<size_t>(n_prompt)), depth(static_cast<size_t>(n_depth));
   for (int32_t& t : prompt) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(m.config.n_vocab));
+  for (int32_t& t : depth) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(m.config.n_vocab));
+  // Empties the cache, then fills it with the depth tokens (not timed).
+  auto reset = [&]() {
+    s.truncate(0);
+    if (depth.empty()) return;
+    if (Status st = s.eval(depth); !st.ok()) {
+      std::fprintf(stderr, "ll3 bench: %s\n", st.message().c_str());
+      std::exit(1);
+    }
+  };
 
   auto run_pp = [&]() -> double {
-    s.truncate(0);
+    reset();
     const double t0 = now_seconds();
     Status st = s.eval(prompt);
     if (!st.ok()) {
@@ -139,7 +153,7 @@ int cmd_bench(int argc, char** argv) {
     return n_prompt / (now_seconds() - t0);
   };
   auto run_tg = [&]() -> double {
-    s.truncate(0);
+    reset();
     int32_t tok = static_cast<int32_t>(rng() % static_cast<uint32_t>(m.config.n_vocab));
     const double t0 = now_seconds();
     for (int i = 0; i < n_gen; ++i) {
@@ -161,17 +175,18 @@ int cmd_bench(int argc, char** argv) {
   };
   std::vector<Row> rows;
   const double bw = n_gen > 0 ? bandwidth(threads, roofline) : 0;
+  const std::string at_depth = n_depth > 0 ? " @ d" + std::to_string(n_depth) : "";  // llama-bench's naming
   if (n_prompt > 0) {
     run_pp();  // warm-up
     std::vector<double> v;
     for (int r = 0; r < reps; ++r) v.push_back(run_pp());
-    rows.push_back({"pp" + std::to_string(n_prompt), n_prompt, 0, stats(v)});
+    rows.push_back({"pp" + std::to_string(n_prompt) + at_depth, n_prompt, 0, stats(v)});
   }
   if (n_gen > 0) {
     run_tg();
     std::vector<double> v;
     for (int r = 0; r < reps; ++r) v.push_back(run_tg());
-    Row row{"tg" + std::to_string(n_gen), 0, n_gen, stats(v)};
+    Row row{"tg" + std::to_string(n_gen) + at_depth, 0, n_gen, stats(v)};
     row.gbps = row.ts.mean * static_cast<double>(m.bytes_per_token()) / 1e9;
     row.bw_pct = bw > 0 ? 100.0 * row.gbps / bw : 0;
     rows.push_back(row);
@@ -182,7 +197,7 @@ int cmd_bench(int argc, char** argv) {
   if (json) {
     nlohmann::json out = nlohmann::json::array();
     for (const Row& r : rows) {
-      nlohmann::json o = {{"test", r.test},         {"n_prompt", r.n_prompt},   {"n_gen", r.n_gen},
+      nlohmann::json o = {{"test", r.test},         {"n_prompt", r.n_prompt},   {"n_gen", r.n_gen}, {"n_depth", n_depth},
                           {"threads", threads},      {"avg_ts", r.ts.mean},      {"stddev_ts", r.ts.stddev},
                           {"model_type", type},      {"model_bytes", model_bytes}, {"model_filename", m.path}};
       if (r.n_gen > 0) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/attention.h"
 #include "kernels/ops.h"
 
 namespace ll3 {
@@ -24,7 +25,7 @@ LlamaRunner::LlamaRunner(const LlamaModel& model, KvCache& kv, ThreadPool& pool,
   up_.resize(T * c_.ffn_dim);
   rope_cos_.resize(T * c_.head_dim / 2);
   rope_sin_.resize(T * c_.head_dim / 2);
-  scores_.resize(static_cast<size_t>(pool.size()) * kv.capacity_tokens());
+  scores_.resize(static_cast<size_t>(pool.size()) * (c_.n_heads / c_.n_kv_heads) * kv.capacity_tokens());
   token_pos_.resize(T);
   token_seq_.resize(T);
   mm_scratch_.max_cols = std::max({c_.dim, c_.ffn_dim, q_dim_});
@@ -149,41 +150,35 @@ void LlamaRunner::rmsnorm_rows(const float* weight, int64_t T) {
   });
 }
 
-// Causal grouped-query attention of every (batch row, head) pair over the row's sequence,
-// positions 0 .. pos, read from the paged cache.
+// Causal grouped-query attention of every (batch row, KV head) pair over the row's sequence,
+// positions 0 .. pos, read from the paged cache: the query heads sharing a KV head together.
 void LlamaRunner::attention(const BatchPlan& plan, int64_t layer) {
   const int64_t T = static_cast<int64_t>(plan.tokens.size());
-  const int64_t hd = c_.head_dim, n_heads = c_.n_heads;
-  const int64_t group = c_.n_heads / c_.n_kv_heads;
-  const int64_t bs = kv_.config().block_size;
+  const int64_t hd = c_.head_dim, n_kv = c_.n_kv_heads;
+  const int group = static_cast<int>(c_.n_heads / c_.n_kv_heads);
   const int64_t cap = kv_.capacity_tokens();
-  const DType kv_type = kv_.config().type;
-  const size_t head_bytes = static_cast<size_t>(hd) * (kv_type == DType::F32 ? 4 : 2);  // one KV head
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const size_t elem = kv_.config().type == DType::F32 ? 4 : 2;
+  const uint8_t* k0 = static_cast<const uint8_t*>(kv_.k_row(layer, 0, 0));
+  const uint8_t* v0 = static_cast<const uint8_t*>(kv_.v_row(layer, 0, 0));
 
-  // Rows late in a prompt attend over more positions: hand out small chunks so the threads
+  // Rows late in a prompt attend over more positions: hand out single jobs so the threads
   // finish together.
-  pool_.parallel_for_dynamic(T * n_heads, std::max<int64_t>(1, n_heads / 4), [&](int64_t begin, int64_t end, int thread) {
-    float* scores = &scores_[static_cast<size_t>(thread) * cap];
+  pool_.parallel_for_dynamic(T * n_kv, 1, [&](int64_t begin, int64_t end, int thread) {
+    float* scores = &scores_[static_cast<size_t>(thread) * group * cap];
     for (int64_t job = begin; job < end; ++job) {
-      const int64_t t = job / n_heads, h = job % n_heads;
-      const int64_t g = h / group;  // the KV head this query head reads
+      const int64_t t = job / n_kv, g = job % n_kv;
       const SeqBatch& seq = plan.seqs[token_seq_[t]];
-      const int64_t n_pos = token_pos_[t] + 1;
-      const float* q = &q_[t * q_dim_ + h * hd];
-      for (int64_t p = 0; p < n_pos; ++p) {
-        const void* k =
-            static_cast<const uint8_t*>(kv_.k_row(layer, seq.block_table[p / bs], p % bs)) + g * head_bytes;
-        scores[p] = ops::dot_kv(q, k, hd, kv_type) * scale;
-      }
-      ops::softmax(scores, n_pos);
-      float* out = &att_[t * q_dim_ + h * hd];
-      std::fill(out, out + hd, 0.0f);
-      for (int64_t p = 0; p < n_pos; ++p) {
-        const void* v =
-            static_cast<const uint8_t*>(kv_.v_row(layer, seq.block_table[p / bs], p % bs)) + g * head_bytes;
-        ops::axpy_kv(scores[p], v, out, hd, kv_type);
-      }
+      kernels::KvHeadView kv;
+      kv.k = k0 + g * hd * elem;
+      kv.v = v0 + g * hd * elem;
+      kv.slot_stride = kv_dim_;
+      kv.block_size = kv_.config().block_size;
+      kv.block_table = seq.block_table.data();
+      kv.type = kv_.config().type;
+      const int64_t head0 = g * group;  // the first query head reading KV head g
+      kernels::attend(&q_[t * q_dim_ + head0 * hd], group, hd, kv, token_pos_[t] + 1, scale, scores,
+                      &att_[t * q_dim_ + head0 * hd]);
     }
   });
 }

@@ -54,7 +54,7 @@ class LlamaRunner {
   std::vector<float> up_;       // (T, ffn_dim)
   std::vector<float> rope_cos_; // (T, head_dim / 2)
   std::vector<float> rope_sin_; // (T, head_dim / 2)
-  std::vector<float> scores_;   // (n_threads, kv capacity) attention weights
+  std::vector<float> scores_;   // (n_threads, heads per KV head, kv capacity) attention weights
   std::vector<float> wrows_;    // (n_threads, kRowBlock, max cols) dequantized weight rows
   std::vector<uint8_t> xq_;     // (T, xq_row_bytes(max cols)) 8-bit activations
   std::vector<uint8_t> wbuf_;   // (n_threads, matmul_wbuf_bytes) weight rows unpacked from panels

@@ -205,8 +205,19 @@ TEST(Cli, BenchJsonHasLlamaBenchKeys) {
   }
   EXPECT_GT(j[1]["read_bandwidth_gbps"].get<double>(), 0.0);
   EXPECT_GT(j[1]["bandwidth_pct"].get<double>(), 0.0);
+  EXPECT_EQ(j[1]["n_depth"], 0);
+  // -d: the tests start with that many tokens in the cache, named as llama-bench does.
+  auto deep = run_command("HOME=" + home + " " + ll3() + " bench -m " + tiny() + " -p 8 -n 4 -d 40 -r 1 -t 2 --json");
+  ASSERT_EQ(deep.exit_code, 0) << deep.output;
+  nlohmann::json d = nlohmann::json::parse(deep.output);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0]["test"], "pp8 @ d40");
+  EXPECT_EQ(d[1]["test"], "tg4 @ d40");
+  EXPECT_EQ(d[1]["n_depth"], 40);
+  EXPECT_GT(d[1]["avg_ts"].get<double>(), 0.0);
   auto bad = run_command(ll3() + " bench -m " + tiny() + " -r 0", true);
   EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(run_command(ll3() + " bench -m " + tiny() + " -d -1", true).exit_code, 2);
 }
 
 TEST(Cli, InspectShowsHyperParametersAndTensors) {

@@ -1,0 +1,70 @@
+// Decode attention of one token over n cached positions (one KV head and its G query heads):
+// the AVX-512 kernel against the scalar reference. Counters: positions per second and the
+// bytes of K and V read (one head's slice of each row).
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "core/half.h"
+#include "kernels/attention.h"
+
+namespace {
+
+using namespace ll3;
+
+template <bool kSimd>
+void attend_bench(benchmark::State& state) {
+  const int64_t n = state.range(0), hd = state.range(1), G = state.range(2);
+  const int64_t bs = 16, n_kv = 8, n_blocks = (n + bs - 1) / bs;
+  if (kSimd && !cpu_features().has_avx512_set()) {
+    state.SkipWithError("no AVX-512");
+    return;
+  }
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<uint16_t> k(static_cast<size_t>(n_blocks * bs * n_kv * hd)), v(k.size());
+  for (uint16_t& x : k) x = f32_to_f16(nd(rng));
+  for (uint16_t& x : v) x = f32_to_f16(nd(rng));
+  std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), rng);
+  kernels::KvHeadView kv;
+  kv.k = k.data() + 3 * hd;
+  kv.v = v.data() + 3 * hd;
+  kv.slot_stride = n_kv * hd;
+  kv.block_size = bs;
+  kv.block_table = table.data();
+  std::vector<float> q(static_cast<size_t>(G * hd)), s(static_cast<size_t>(G * n)), out(q.size());
+  for (float& x : q) x = nd(rng);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  for (auto _ : state) {
+    if constexpr (kSimd) {
+      kernels::avx512::attend(q.data(), static_cast<int>(G), hd, kv, n, scale, s.data(), out.data());
+    } else {
+      kernels::ref::attend(q.data(), static_cast<int>(G), hd, kv, n, scale, s.data(), out.data());
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["positions/s"] = benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["KV_bytes/s"] =
+      benchmark::Counter(static_cast<double>(2 * n * hd * 2), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// n positions, head_dim, query heads per KV head (Llama 3.2 1B: 64, 4; 3B: 128, 3; 8B: 128, 4).
+void args(benchmark::internal::Benchmark* b) {
+  for (int64_t n : {256, 4096}) {
+    b->Args({n, 64, 4});
+    b->Args({n, 128, 4});
+    b->Args({n, 128, 3});
+  }
+}
+
+BENCHMARK(attend_bench<true>)->Name("attend_avx512")->Apply(args);
+BENCHMARK(attend_bench<false>)->Name("attend_ref")->Apply(args);
+
+}  // namespace

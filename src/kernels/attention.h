@@ -1,0 +1,40 @@
+// Attention of one token over its sequence's cached positions, per KV head: the G query heads
+// that share a KV head (grouped-query attention) are done together, so each K and V row is
+// read once for all of them, and the row addresses are walked block by block through the
+// paged cache instead of being recomputed per position and per head.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace ll3::kernels {
+
+// One KV head of one layer in the paged cache (kv/kv_cache.h): position p lives in block
+// block_table[p / block_size], slot p % block_size, at element
+// (block_table[p / block_size] * block_size + p % block_size) * slot_stride from k (or v).
+struct KvHeadView {
+  const void* k = nullptr;  // the layer's K at block 0, slot 0, this KV head
+  const void* v = nullptr;
+  int64_t slot_stride = 0;  // elements between consecutive slots (n_kv_heads * head_dim)
+  int64_t block_size = 0;
+  const int32_t* block_table = nullptr;
+  DType type = DType::F16;  // F16 or F32
+};
+
+// out[h] = sum_p softmax_p(scale * q[h] . K_p) V_p for the G heads of q (G rows of hd floats;
+// out likewise), over positions 0 .. n-1 (n >= 1). scores: G * n floats of scratch.
+void attend(const float* q, int G, int64_t hd, const KvHeadView& kv, int64_t n, float scale, float* scores,
+            float* out);
+
+namespace ref {
+void attend(const float* q, int G, int64_t hd, const KvHeadView& kv, int64_t n, float scale, float* scores,
+            float* out);
+}
+namespace avx512 {
+// hd a multiple of 16.
+void attend(const float* q, int G, int64_t hd, const KvHeadView& kv, int64_t n, float scale, float* scores,
+            float* out);
+}
+
+}  // namespace ll3::kernels
