@@ -31,6 +31,11 @@ namespace ref {
 void attend(const float* q, int G, int64_t hd, const KvHeadView& kv, int64_t n, float scale, float* scores,
             float* out);
 }
+namespace avx2 {
+// hd a multiple of 8.
+void attend(const float* q, int G, int64_t hd, const KvHeadView& kv, int64_t n, float scale, float* scores,
+            float* out);
+}
 namespace avx512 {
 // hd a multiple of 16.
 void attend(const float* q, int G, int64_t hd, const KvHeadView& kv, int64_t n, float scale, float* scores,

@@ -15,7 +15,6 @@ float f16_dot(const void* row, const float* x, int64_t n);
 void bf16_to_float(const void* src, float* dst, int64_t n);
 void bf16_from_float(const float* src, void* dst, int64_t n);
 float bf16_dot(const void* row, const float* x, int64_t n);
-void f16_axpy(float a, const void* v, float* out, int64_t n);  // out += a * v
 }  // namespace ref
 
 namespace avx2 {
@@ -23,7 +22,6 @@ float f32_dot(const void* row, const float* x, int64_t n);
 float f16_dot(const void* row, const float* x, int64_t n);
 float bf16_dot(const void* row, const float* x, int64_t n);
 void f16_to_float(const void* src, float* dst, int64_t n);
-void f16_axpy(float a, const void* v, float* out, int64_t n);
 }  // namespace avx2
 
 namespace avx512 {

@@ -29,9 +29,7 @@ void softmax(float* x, int64_t n);
 // gate = silu(gate) * up, over n elements.
 void swiglu(float* gate, const float* up, int64_t n);
 
-// Converts n floats to KV-cache storage of type t (F32 or F16) and back / accumulates.
+// Converts n floats to KV-cache storage of type t (F32 or F16); kernels/attention.h reads it.
 void store_row(const float* src, void* dst, int64_t n, DType t);
-float dot_kv(const float* q, const void* k, int64_t n, DType t);
-void axpy_kv(float a, const void* v, float* out, int64_t n, DType t);  // out += a * v
 
 }  // namespace ll3::ops

@@ -47,12 +47,15 @@ Cache make_cache(int64_t n_blocks, int64_t bs, int64_t n_kv, int64_t hd, std::mt
   return c;
 }
 
-TEST(Attention, Avx512MatchesReference) {
-  if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "no AVX-512";
+using AttendFn = void (*)(const float*, int, int64_t, const kernels::KvHeadView&, int64_t, float, float*, float*);
+
+// attend requires hd to be a multiple of its vector width.
+void check_against_reference(AttendFn attend, int64_t width) {
   std::mt19937 rng(21);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   const int64_t bs = 16, n_blocks = 24, n_kv = 3;
-  for (int64_t hd : {64, 128, 48, 16}) {
+  for (int64_t hd : {64, 128, 48, 16, 40, 24}) {
+    if (hd % width != 0) continue;
     Cache c = make_cache(n_blocks, bs, n_kv, hd, rng);
     for (int G : {1, 2, 3, 4, 5, 8}) {
       for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{16}, int64_t{33}, int64_t{300}, n_blocks * bs}) {
@@ -71,7 +74,7 @@ TEST(Attention, Avx512MatchesReference) {
           std::vector<float> want(q.size()), got(q.size(), NAN);
           const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
           kernels::ref::attend(q.data(), G, hd, kv, n, scale, s_ref.data(), want.data());
-          kernels::avx512::attend(q.data(), G, hd, kv, n, scale, s_simd.data(), got.data());
+          attend(q.data(), G, hd, kv, n, scale, s_simd.data(), got.data());
           for (size_t i = 0; i < want.size(); ++i) {
             ASSERT_NEAR(got[i], want[i], 2e-5f) << "hd " << hd << " G " << G << " n " << n << " i " << i;
           }
@@ -79,6 +82,16 @@ TEST(Attention, Avx512MatchesReference) {
       }
     }
   }
+}
+
+TEST(Attention, Avx512MatchesReference) {
+  if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "no AVX-512";
+  check_against_reference(kernels::avx512::attend, 16);
+}
+
+TEST(Attention, Avx2MatchesReference) {
+  if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "no AVX2";
+  check_against_reference(kernels::avx2::attend, 8);
 }
 
 TEST(Attention, OnePositionReturnsItsValueRow) {

@@ -54,7 +54,7 @@ TEST(FloatKernels, Avx512DotsMatchReference) {
   check_dots(kernels::avx512::f32_dot, kernels::avx512::f16_dot, kernels::avx512::bf16_dot);
 }
 
-TEST(FloatKernels, Avx2F16ToFloatAndAxpyMatchReference) {
+TEST(FloatKernels, Avx2F16ToFloatMatchesReference) {
   if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "no AVX2";
   std::mt19937 rng(5);
   std::normal_distribution<float> nd(0.0f, 3.0f);
@@ -66,11 +66,6 @@ TEST(FloatKernels, Avx2F16ToFloatAndAxpyMatchReference) {
     kernels::avx2::f16_to_float(h.data(), a.data(), n);
     kernels::ref::f16_to_float(h.data(), b.data(), n);
     EXPECT_EQ(a, b) << n;  // conversion is exact
-    std::vector<float> o1(n), o2(n);
-    for (int64_t i = 0; i < n; ++i) o1[i] = o2[i] = nd(rng);
-    kernels::avx2::f16_axpy(0.37f, h.data(), o1.data(), n);
-    kernels::ref::f16_axpy(0.37f, h.data(), o2.data(), n);
-    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(o1[i], o2[i], 1e-6f * (1 + std::fabs(o2[i]))) << n << " " << i;
   }
 }
 

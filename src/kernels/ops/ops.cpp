@@ -3,9 +3,7 @@
 #include "core/cpu_features.h"
 #include "core/half.h"
 #include "kernels/activation_kernels.h"
-#include "kernels/float_kernels.h"
 #include "kernels/ops.h"
-#include "kernels/type_traits.h"
 
 namespace ll3::ops {
 
@@ -45,13 +43,17 @@ void rope(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const f
 void softmax(float* x, int64_t n) {
   float max = -INFINITY;
   for (int64_t i = 0; i < n; ++i) max = x[i] > max ? x[i] : max;
-  static const auto exp_sub = cpu_features().has_avx512_set() ? kernels::avx512::exp_sub : kernels::ref::exp_sub;
+  static const auto exp_sub = cpu_features().has_avx512_set() ? kernels::avx512::exp_sub
+                              : cpu_features().has_avx2_set() ? kernels::avx2::exp_sub
+                                                              : kernels::ref::exp_sub;
   const float inv = static_cast<float>(1.0 / exp_sub(x, n, max));
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
 void swiglu(float* gate, const float* up, int64_t n) {
-  static const auto fn = cpu_features().has_avx512_set() ? kernels::avx512::swiglu : kernels::ref::swiglu;
+  static const auto fn = cpu_features().has_avx512_set() ? kernels::avx512::swiglu
+                         : cpu_features().has_avx2_set() ? kernels::avx2::swiglu
+                                                         : kernels::ref::swiglu;
   fn(gate, up, n);
 }
 
@@ -62,24 +64,6 @@ void store_row(const float* src, void* dst, int64_t n, DType t) {
   } else {
     uint16_t* d = static_cast<uint16_t*>(dst);
     for (int64_t i = 0; i < n; ++i) d[i] = f32_to_f16(src[i]);
-  }
-}
-
-float dot_kv(const float* q, const void* k, int64_t n, DType t) {
-  // The dispatched row kernels (AVX2 / AVX-512 where present) for F32 and F16 rows.
-  static const TypeTraits* f32 = type_traits(DType::F32);
-  static const TypeTraits* f16 = type_traits(DType::F16);
-  return (t == DType::F32 ? f32 : f16)->dot_f32(k, q, n);
-}
-
-void axpy_kv(float a, const void* v, float* out, int64_t n, DType t) {
-  if (t == DType::F32) {
-    const float* s = static_cast<const float*>(v);
-    for (int64_t i = 0; i < n; ++i) out[i] += a * s[i];
-  } else {
-    static const auto f16_axpy =
-        cpu_features().has_avx2_set() ? kernels::avx2::f16_axpy : kernels::ref::f16_axpy;
-    f16_axpy(a, v, out, n);
   }
 }
 

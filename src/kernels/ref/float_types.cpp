@@ -50,9 +50,4 @@ float bf16_dot(const void* row, const float* x, int64_t n) {
   return sum;
 }
 
-void f16_axpy(float a, const void* v, float* out, int64_t n) {
-  const uint16_t* s = static_cast<const uint16_t*>(v);
-  for (int64_t i = 0; i < n; ++i) out[i] += a * f16_to_f32(s[i]);
-}
-
 }  // namespace ll3::kernels::ref

@@ -72,15 +72,4 @@ void f16_to_float(const void* src, float* dst, int64_t n) {
   for (; i < n; ++i) dst[i] = f16_to_f32(s[i]);
 }
 
-void f16_axpy(float a, const void* v, float* out, int64_t n) {
-  const uint16_t* s = static_cast<const uint16_t*>(v);
-  const __m256 va = _mm256_set1_ps(a);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 x = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i)));
-    _mm256_storeu_ps(out + i, _mm256_fmadd_ps(va, x, _mm256_loadu_ps(out + i)));
-  }
-  for (; i < n; ++i) out[i] += a * f16_to_f32(s[i]);
-}
-
 }  // namespace ll3::kernels::avx2

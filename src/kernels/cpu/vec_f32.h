@@ -1,0 +1,113 @@
+// A float vector type per instruction set, with the few operations the element-wise kernels
+// (activations, attention) need, so that one template serves AVX2 (8 lanes) and AVX-512 (16
+// lanes). Included only from files compiled for that instruction set.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace ll3::kernels {
+
+// exp of every lane (see exp_poly below), shared by both widths: k = round(x / ln 2),
+// r = x - k ln 2 with ln 2 in two parts (r exact), exp(r) by the Cephes minimax polynomial,
+// 2^k applied as 2^(k/2) * 2^(k - k/2) so that overflow gives inf and underflow goes through
+// the subnormals. Within 1 ulp of std::exp where the result is normal; NaN stays NaN.
+template <class V>
+inline typename V::T exp_poly(typename V::T x) {
+  using T = typename V::T;
+  x = V::max(V::set1(-104.0f), x);  // exp(-104) is 0 in float; keeps k in range
+  x = V::min(V::set1(89.0f), x);    // exp(89) is inf in float
+  const T k = V::round(V::mul(x, V::set1(1.44269504088896341f)));
+  T r = V::fnmadd(k, V::set1(0.693359375f), x);
+  r = V::fnmadd(k, V::set1(-2.12194440e-4f), r);
+  T p = V::set1(1.9875691500e-4f);
+  p = V::fmadd(p, r, V::set1(1.3981999507e-3f));
+  p = V::fmadd(p, r, V::set1(8.3334519073e-3f));
+  p = V::fmadd(p, r, V::set1(4.1665795894e-2f));
+  p = V::fmadd(p, r, V::set1(1.6666665459e-1f));
+  p = V::fmadd(p, r, V::set1(5.0000001201e-1f));
+  p = V::fmadd(p, V::mul(r, r), V::add(r, V::set1(1.0f)));
+  return V::scale_pow2(p, k);
+}
+
+#if defined(__AVX512F__)
+struct F32x16 {
+  using T = __m512;
+  static constexpr int kWidth = 16;
+  static T zero() { return _mm512_setzero_ps(); }
+  static T set1(float x) { return _mm512_set1_ps(x); }
+  static T load(const float* p) { return _mm512_loadu_ps(p); }
+  static T load(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static void store(float* p, T v) { _mm512_storeu_ps(p, v); }
+  static T add(T a, T b) { return _mm512_add_ps(a, b); }
+  static T sub(T a, T b) { return _mm512_sub_ps(a, b); }
+  static T mul(T a, T b) { return _mm512_mul_ps(a, b); }
+  static T div(T a, T b) { return _mm512_div_ps(a, b); }
+  static T max(T a, T b) { return _mm512_max_ps(a, b); }  // b where either is NaN
+  static T min(T a, T b) { return _mm512_min_ps(a, b); }
+  static T fmadd(T a, T b, T c) { return _mm512_fmadd_ps(a, b, c); }
+  static T fnmadd(T a, T b, T c) { return _mm512_fnmadd_ps(a, b, c); }
+  static T round(T x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static T scale_pow2(T p, T k) { return _mm512_scalef_ps(p, k); }
+  static float reduce_add(T v) { return _mm512_reduce_add_ps(v); }
+  // Lane sums in double (long sums of exponentials round as the scalar code does): the low
+  // and high halves of v added to two double accumulators, reduced at the end.
+  using D = __m512d;
+  static D zero_double() { return _mm512_setzero_pd(); }
+  static void add_double(T v, D& lo, D& hi) {
+    lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+    hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+  }
+  static double reduce_double(D lo, D hi) { return _mm512_reduce_add_pd(_mm512_add_pd(lo, hi)); }
+};
+#endif
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+struct F32x8 {
+  using T = __m256;
+  static constexpr int kWidth = 8;
+  static T zero() { return _mm256_setzero_ps(); }
+  static T set1(float x) { return _mm256_set1_ps(x); }
+  static T load(const float* p) { return _mm256_loadu_ps(p); }
+  static T load(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static void store(float* p, T v) { _mm256_storeu_ps(p, v); }
+  static T add(T a, T b) { return _mm256_add_ps(a, b); }
+  static T sub(T a, T b) { return _mm256_sub_ps(a, b); }
+  static T mul(T a, T b) { return _mm256_mul_ps(a, b); }
+  static T div(T a, T b) { return _mm256_div_ps(a, b); }
+  static T max(T a, T b) { return _mm256_max_ps(a, b); }  // b where either is NaN
+  static T min(T a, T b) { return _mm256_min_ps(a, b); }
+  static T fmadd(T a, T b, T c) { return _mm256_fmadd_ps(a, b, c); }
+  static T fnmadd(T a, T b, T c) { return _mm256_fnmadd_ps(a, b, c); }
+  static T round(T x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  // p * 2^k in two steps, each factor a normal float (k in [-150, 129]).
+  static T scale_pow2(T p, T k) {
+    const __m256i ki = _mm256_cvtps_epi32(k);
+    const __m256i k1 = _mm256_srai_epi32(ki, 1), k2 = _mm256_sub_epi32(ki, k1);
+    const __m256i bias = _mm256_set1_epi32(127);
+    const T f1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k1, bias), 23));
+    const T f2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k2, bias), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(p, f1), f2);
+  }
+  static float reduce_add(T v) {
+    __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+    lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+    return _mm_cvtss_f32(lo);
+  }
+  using D = __m256d;
+  static D zero_double() { return _mm256_setzero_pd(); }
+  static void add_double(T v, D& lo, D& hi) {
+    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+  }
+  static double reduce_double(D lo, D hi) {
+    const __m256d d = _mm256_add_pd(lo, hi);
+    const __m128d s = _mm_add_pd(_mm256_castpd256_pd128(d), _mm256_extractf128_pd(d, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+  }
+};
+#endif
+
+}  // namespace ll3::kernels
