@@ -125,7 +125,10 @@ void panel_pack_matrix(DType t, uint8_t* data, int64_t rows, int64_t cols) {
 }
 
 void panel_unpack(DType t, const uint8_t* panel, uint8_t* rows16, size_t row_stride, int64_t cols) {
-  if (!cpu_features().has_avx512_set()) {
+  static const auto groups_to_rows = cpu_features().has_avx512_set() ? avx512::panel_groups_to_rows
+                                     : cpu_features().has_avx2_set()  ? avx2::panel_groups_to_rows
+                                                                      : nullptr;
+  if (groups_to_rows == nullptr) {
     for (int r = 0; r < R; ++r) panel_unpack_row(t, panel, r, rows16 + r * row_stride, cols);
     return;
   }
@@ -138,7 +141,7 @@ void panel_unpack(DType t, const uint8_t* panel, uint8_t* rows16, size_t row_str
     }
     for (int k = 0; k < l.n_groups; ++k) {
       const GroupRun& g = l.groups[k];
-      avx512::panel_groups_to_rows(src + g.panel_off, g.groups, dst + g.row_off, row_stride, g.flip, g.gap);
+      groups_to_rows(src + g.panel_off, g.groups, dst + g.row_off, row_stride, g.flip, g.gap);
     }
   }
 }

@@ -60,6 +60,10 @@ LL3_QUANT_SIMD_KERNELS(q4_k)
 LL3_QUANT_SIMD_KERNELS(q5_k)
 LL3_QUANT_SIMD_KERNELS(q6_k)
 LL3_QUANT_INT_DOTS
+// Panels (kernels/panels.h), 8 rows per vector (TypeTraits::dot_q_panels).
+void q4_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, int64_t n, float* y);
+void q6_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, int64_t n, float* y);
+void q8_0_dot_q8_0_panels(const void* panels, int64_t npanels, const void* xq, int64_t n, float* y);
 }  // namespace avx2
 
 namespace avx512 {

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/cpu_features.h"
 #include "kernels/type_traits.h"
 #include "test_support.h"
 
@@ -84,6 +85,28 @@ TEST(Cli, WeightMemoryFlags) {
     EXPECT_NE(panels.output.find("matrices in decode panels"), std::string::npos) << panels.output;
   }
   EXPECT_EQ(rows.output.find("decode panels"), std::string::npos) << rows.output;
+}
+
+// The AVX2 kernels end to end (LL3_CPU=avx2 caps the dispatch): decode panels and the panel
+// transposes of the prompt path give the row layout's greedy tokens and logits.
+TEST(Cli, Avx2DecodePanelsMatchTheRowLayout) {
+  LL3_REQUIRE_SHARED();
+  if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "no AVX2";
+  const std::string mixed = test::shared_dir() + "/models/small-llama32-mixed.gguf";
+  const std::string cmd = "LL3_CPU=avx2 " + ll3() + " logits -m " + mixed +
+                          " --tokens 128000,791,6864,315,9822,374 --all --json --top 3 --greedy 12 --no-mmap -t 2";
+  auto panels = run_command(cmd);
+  auto rows = run_command(cmd + " --row-layout");
+  ASSERT_EQ(panels.exit_code, 0) << panels.output;
+  ASSERT_EQ(rows.exit_code, 0) << rows.output;
+  nlohmann::json p = nlohmann::json::parse(panels.output), r = nlohmann::json::parse(rows.output);
+  EXPECT_EQ(p["greedy"], r["greedy"]);
+  ASSERT_EQ(p["positions"].size(), r["positions"].size());
+  for (size_t i = 0; i < p["positions"].size(); ++i) {
+    EXPECT_EQ(p["positions"][i]["top_ids"], r["positions"][i]["top_ids"]) << i;
+    const double a = p["positions"][i]["top_logits"][0].get<double>(), b = r["positions"][i]["top_logits"][0].get<double>();
+    EXPECT_NEAR(a, b, 1e-4 * (1 + std::fabs(b))) << i;
+  }
 }
 
 TEST(Cli, LogitsJsonMatchesGolden) {

@@ -9,7 +9,9 @@
 #include <cmath>
 #include <random>
 
+#include "core/cpu_features.h"
 #include "kernels/panels.h"
+#include "kernels/quant_kernels.h"
 #include "quant_test_rows.h"
 #include "test_support.h"
 
@@ -76,37 +78,113 @@ TEST(Panels, UnpackGivesBackEveryRow) {
   }
 }
 
+// The SIMD group transposes against the definition: dword g of row r goes to
+// rows + r * stride + 4 g (+ gap for g >= 8 when there are 16 groups), xor 0x80 with flip.
+TEST(Panels, GroupTransposesMatchTheDefinition) {
+  using Fn = void (*)(const uint8_t*, int, uint8_t*, size_t, bool, int);
+  std::vector<std::pair<const char*, Fn>> fns;
+  if (cpu_features().has_avx2_set()) fns.push_back({"avx2", kernels::avx2::panel_groups_to_rows});
+  if (cpu_features().has_avx512_set()) fns.push_back({"avx512", kernels::avx512::panel_groups_to_rows});
+  if (fns.empty()) GTEST_SKIP() << "no AVX2";
+  std::mt19937 rng(8);
+  struct Shape {
+    int ngroups, gap;
+    bool flip;
+  };
+  for (const Shape& sh : {Shape{3, 0, false}, Shape{4, 0, false}, Shape{8, 0, true}, Shape{16, 0, false},
+                          Shape{16, 2, true}, Shape{32, 0, false}, Shape{12, 0, false}}) {
+    std::vector<uint8_t> groups(64 * sh.ngroups);
+    for (uint8_t& b : groups) b = static_cast<uint8_t>(rng());
+    const size_t stride = 4 * sh.ngroups + sh.gap + 8;
+    std::vector<uint8_t> want(16 * stride, 0xAB);
+    for (int g = 0; g < sh.ngroups; ++g) {
+      for (int r = 0; r < 16; ++r) {
+        for (int k = 0; k < 4; ++k) {
+          const uint8_t v = groups[64 * g + 4 * r + k] ^ (sh.flip ? 0x80 : 0);
+          want[r * stride + 4 * g + (sh.gap != 0 && g >= 8 ? sh.gap : 0) + k] = v;
+        }
+      }
+    }
+    for (const auto& [name, fn] : fns) {
+      std::vector<uint8_t> got(16 * stride, 0xAB);
+      fn(groups.data(), sh.ngroups, got.data(), stride, sh.flip, sh.gap);
+      EXPECT_EQ(got, want) << name << " ngroups " << sh.ngroups << " gap " << sh.gap;
+    }
+  }
+}
+
+using PanelKernel = void (*)(const void*, int64_t, const void*, int64_t, float*);
+
+// The panel kernel `fn` of type c.type equals the reference integer dot of every row.
+void check_panel_kernel(const Case& c, PanelKernel fn, std::mt19937& rng) {
+  const TypeTraits* tr = type_traits_ref(c.type);
+  const TypeTraits* act = type_traits(tr->vec_dot_type);
+  // 2048: the 1B shapes; 17408 / 16448: past one prepared activation segment.
+  for (int64_t cols : {int64_t{512}, int64_t{2048}, c.type == DType::Q8_0 ? int64_t{16448} : int64_t{17408}}) {
+    for (bool quantized : {true, false}) {
+      const int64_t rows = 3 * kPanelRows;
+      const size_t rb = dtype_row_bytes(c.type, cols);
+      const std::vector<uint8_t> w = random_rows(c, rows, cols, rng, quantized);
+      std::vector<uint8_t> panels(w.size());
+      for (int64_t p = 0; p < rows / kPanelRows; ++p) {
+        kernels::panel_pack(c.type, w.data() + p * kPanelRows * rb, panels.data() + p * kPanelRows * rb, cols);
+      }
+      // Random activations, and constant ones: every activation at the quantizer's limit, so
+      // the block sums (bsums) are extreme too (the kernels' int16 bounds depend on them).
+      for (bool extreme : {false, true}) {
+      std::vector<float> x = test::random_normal(static_cast<size_t>(cols), rng());
+      if (extreme) {
+        // Q8_K maps each block's first largest-magnitude value to -127 (scale -127 / max): a
+        // -1 first, then +1s, makes nearly every activation +127 and the group sums 16 * 127.
+        std::fill(x.begin(), x.end(), 1.0f);
+        for (size_t i = 0; i < x.size(); i += 256) x[i] = -1.0f;
+      }
+      std::vector<uint8_t> xq(dtype_row_bytes(tr->vec_dot_type, cols));
+      act->from_float(x.data(), xq.data(), cols);
+      std::vector<float> y(static_cast<size_t>(rows), NAN);
+      fn(panels.data(), rows / kPanelRows, xq.data(), cols, y.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        const float ref = tr->dot_q(w.data() + r * rb, xq.data(), cols);
+        // The tolerance scales with the terms before they cancel: the sum over blocks of each
+        // block's |dot|, and within a Q4_K block its d-sum and dmin-sum apart (the dot with the
+        // other field zeroed). The kernels' integer sums are exact; only the float steps differ.
+        const DTypeInfo wi = dtype_info(c.type), ai = dtype_info(tr->vec_dot_type);
+        double terms = 0;
+        for (int64_t b = 0; b < cols / wi.block_size; ++b) {
+          const uint8_t* blk = w.data() + r * rb + b * wi.block_bytes;
+          const uint8_t* ablk = xq.data() + b * ai.block_bytes;
+          for (int keep : c.f16_fields) {
+            std::vector<uint8_t> one(blk, blk + wi.block_bytes);
+            for (int f : c.f16_fields) {
+              if (f != keep) one[f] = one[f + 1] = 0;
+            }
+            terms += std::fabs(tr->dot_q(one.data(), ablk, wi.block_size));
+          }
+        }
+        EXPECT_NEAR(y[r], ref, 2e-5 * terms + 1e-4) << dtype_name(c.type) << " cols " << cols << " row " << r
+                                                     << (quantized ? " quantized" : " random bytes")
+                                                     << (extreme ? ", constant activations" : "");
+      }
+      }
+    }
+  }
+}
+
 TEST(Panels, DecodeKernelsEqualTheReferenceDot) {
   std::mt19937 rng(6);
   for (const Case& c : kCases) {
     const TypeTraits* tr = type_traits(c.type);
-    if (tr->dot_q_panels == nullptr) {
-      GTEST_SKIP() << "no panel kernels on this CPU (they need AVX-512 VNNI)";
-    }
-    const TypeTraits* act = type_traits(tr->vec_dot_type);
-    // 2048: the 1B shapes; 17408 / 16448: past one prepared activation segment.
-    for (int64_t cols : {int64_t{512}, int64_t{2048}, c.type == DType::Q8_0 ? int64_t{16448} : int64_t{17408}}) {
-      for (bool quantized : {true, false}) {
-        const int64_t rows = 3 * kPanelRows;
-        const size_t rb = dtype_row_bytes(c.type, cols);
-        const std::vector<uint8_t> w = random_rows(c, rows, cols, rng, quantized);
-        std::vector<uint8_t> panels(w.size());
-        for (int64_t p = 0; p < rows / kPanelRows; ++p) {
-          kernels::panel_pack(c.type, w.data() + p * kPanelRows * rb, panels.data() + p * kPanelRows * rb, cols);
-        }
-        const std::vector<float> x = test::random_normal(static_cast<size_t>(cols), rng());
-        std::vector<uint8_t> xq(dtype_row_bytes(tr->vec_dot_type, cols));
-        act->from_float(x.data(), xq.data(), cols);
-        std::vector<float> y(static_cast<size_t>(rows), NAN);
-        tr->dot_q_panels(panels.data(), rows / kPanelRows, xq.data(), cols, y.data());
-        for (int64_t r = 0; r < rows; ++r) {
-          const float ref = type_traits_ref(c.type)->dot_q(w.data() + r * rb, xq.data(), cols);
-          EXPECT_NEAR(y[r], ref, 2e-5 * std::fabs(ref) + 1e-4)
-              << dtype_name(c.type) << " cols " << cols << " row " << r << (quantized ? " quantized" : " random bytes");
-        }
-      }
-    }
+    if (tr->dot_q_panels == nullptr) GTEST_SKIP() << "no panel kernels on this CPU (they need AVX2)";
+    check_panel_kernel(c, tr->dot_q_panels, rng);
   }
+}
+
+TEST(Panels, Avx2DecodeKernelsEqualTheReferenceDot) {
+  if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "no AVX2";
+  std::mt19937 rng(7);
+  check_panel_kernel(kCases[0], kernels::avx2::q4_k_dot_q8_k_panels, rng);
+  check_panel_kernel(kCases[1], kernels::avx2::q6_k_dot_q8_k_panels, rng);
+  check_panel_kernel(kCases[2], kernels::avx2::q8_0_dot_q8_0_panels, rng);
 }
 
 }  // namespace

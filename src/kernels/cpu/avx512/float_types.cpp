@@ -2,7 +2,7 @@
 #include <immintrin.h>
 
 #include "core/half.h"
-#include "kernels/cpu/avx512/prefetch.h"
+#include "kernels/cpu/prefetch.h"
 #include "kernels/float_kernels.h"
 
 namespace ll3::kernels::avx512 {

@@ -44,8 +44,8 @@ void panel_groups_to_rows(const uint8_t* groups, int ngroups, uint8_t* rows, siz
                           int gap) {
   const __m512i x = _mm512_set1_epi8(flip ? static_cast<char>(0x80) : 0);
   int g = 0;
-  for (; g + 8 <= ngroups; g += 16) {
-    const int n = ngroups - g >= 16 ? 16 : 8;  // a last half-run of 8 groups pads with zeros
+  for (int n; g + 8 <= ngroups; g += n) {
+    n = ngroups - g >= 16 ? 16 : 8;  // a last half-run of 8 groups pads with zeros
     __m512i a[16];
     for (int k = 0; k < 16; ++k) {
       // The panel is read front to back: keep the stream ahead of the loads (DRAM-bound otherwise).

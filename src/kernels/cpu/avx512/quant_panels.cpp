@@ -12,7 +12,7 @@
 
 #include <algorithm>
 
-#include "kernels/cpu/avx512/prefetch.h"
+#include "kernels/cpu/prefetch.h"
 #include "kernels/panels.h"
 #include "kernels/quant_kernels.h"
 #include "kernels/quant_simd_unpack.h"

@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "kernels/cpu/avx512/prefetch.h"
+#include "kernels/cpu/prefetch.h"
 #include "kernels/quant_kernels.h"
 #include "kernels/quant_simd_unpack.h"
 

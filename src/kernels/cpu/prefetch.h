@@ -1,9 +1,10 @@
-// Software prefetch of a weight stream for the one-activation-row (decode) kernels.
+// Software prefetch of a weight stream for the one-activation-row (decode) kernels (SSE
+// instructions: usable from every instruction set's files).
 #pragma once
 
 #include <immintrin.h>
 
-namespace ll3::kernels::avx512 {
+namespace ll3::kernels {
 
 // Software prefetch in the weight stream at two distances: into L2 4 KB ahead (a prefetch into
 // L1 holds one of the core's few line-fill buffers until its line arrives from DRAM; one into
@@ -27,4 +28,4 @@ inline void prefetch_ahead(const void* p) {
   for (int l = 0; l < kLines; ++l) _mm_prefetch(near + 64 * l, _MM_HINT_T0);
 }
 
-}  // namespace ll3::kernels::avx512
+}  // namespace ll3::kernels
