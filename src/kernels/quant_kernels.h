@@ -64,6 +64,10 @@ LL3_QUANT_INT_DOTS
 void q4_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, int64_t n, float* y);
 void q6_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, int64_t n, float* y);
 void q8_0_dot_q8_0_panels(const void* panels, int64_t npanels, const void* xq, int64_t n, float* y);
+// One weight row against nx activation rows (TypeTraits::dot_q_rows).
+void q4_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride);
+void q6_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride);
+void q8_0_dot_q8_0_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride);
 }  // namespace avx2
 
 namespace avx512 {

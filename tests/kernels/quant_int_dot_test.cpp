@@ -144,19 +144,13 @@ TEST(QuantIntDot, RowsMatchSingleDots) {
   }
 }
 
-TEST(QuantIntDot, Avx512RowKernels) {
-  if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "CPU lacks the avx512 kernel set";
-  // The batched kernels against the reference dot, directly (not through the table).
-  struct {
-    DType type;
-    void (*rows)(const void*, const void*, size_t, int64_t, int64_t, float*, size_t);
-  } cases[] = {{DType::Q2_K, kernels::avx512::q2_k_dot_q8_k_rows},
-               {DType::Q3_K, kernels::avx512::q3_k_dot_q8_k_rows},
-               {DType::Q4_0, kernels::avx512::q4_0_dot_q8_0_rows},
-               {DType::Q4_K, kernels::avx512::q4_k_dot_q8_k_rows},
-               {DType::Q5_K, kernels::avx512::q5_k_dot_q8_k_rows},
-               {DType::Q6_K, kernels::avx512::q6_k_dot_q8_k_rows},
-               {DType::Q8_0, kernels::avx512::q8_0_dot_q8_0_rows}};
+struct RowKernel {
+  DType type;
+  void (*rows)(const void*, const void*, size_t, int64_t, int64_t, float*, size_t);
+};
+
+// The batched kernels against the reference dot, directly (not through the table).
+void check_row_kernels(const std::vector<RowKernel>& cases) {
   for (const auto& c : cases) {
     const TypeTraits* ref = type_traits_ref(c.type);
     const int64_t n = dtype_info(c.type).block_size * 3;
@@ -190,6 +184,24 @@ TEST(QuantIntDot, Avx512RowKernels) {
       EXPECT_NEAR(y[j], want, 4e-6 * mag) << dtype_name(c.type) << " row " << j;
     }
   }
+}
+
+TEST(QuantIntDot, Avx512RowKernels) {
+  if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "CPU lacks the avx512 kernel set";
+  check_row_kernels({{DType::Q2_K, kernels::avx512::q2_k_dot_q8_k_rows},
+                     {DType::Q3_K, kernels::avx512::q3_k_dot_q8_k_rows},
+                     {DType::Q4_0, kernels::avx512::q4_0_dot_q8_0_rows},
+                     {DType::Q4_K, kernels::avx512::q4_k_dot_q8_k_rows},
+                     {DType::Q5_K, kernels::avx512::q5_k_dot_q8_k_rows},
+                     {DType::Q6_K, kernels::avx512::q6_k_dot_q8_k_rows},
+                     {DType::Q8_0, kernels::avx512::q8_0_dot_q8_0_rows}});
+}
+
+TEST(QuantIntDot, Avx2RowKernels) {
+  if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "no AVX2";
+  check_row_kernels({{DType::Q4_K, kernels::avx2::q4_k_dot_q8_k_rows},
+                     {DType::Q6_K, kernels::avx2::q6_k_dot_q8_k_rows},
+                     {DType::Q8_0, kernels::avx2::q8_0_dot_q8_0_rows}});
 }
 
 // dot_q_wrows (several weight rows against one activation row, the decode path) against the
