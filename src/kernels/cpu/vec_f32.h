@@ -51,6 +51,20 @@ struct F32x16 {
   static T round(T x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   static T scale_pow2(T p, T k) { return _mm512_scalef_ps(p, k); }
   static float reduce_add(T v) { return _mm512_reduce_add_ps(v); }
+  // Lane p of the result = the sum of a[p]'s lanes, for 16 vectors (45 operations instead of
+  // 16 separate reductions).
+  static T transpose_reduce(const T* a) {
+    T x[8], y[4], z[2];
+    for (int i = 0; i < 8; ++i) x[i] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
+    for (int j = 0; j < 4; ++j) {
+      const __m512d u = _mm512_castps_pd(x[2 * j]), v = _mm512_castps_pd(x[2 * j + 1]);
+      y[j] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(u, v)), _mm512_castpd_ps(_mm512_unpackhi_pd(u, v)));
+    }
+    for (int k = 0; k < 2; ++k) {
+      z[k] = _mm512_add_ps(_mm512_shuffle_f32x4(y[2 * k], y[2 * k + 1], 0x88), _mm512_shuffle_f32x4(y[2 * k], y[2 * k + 1], 0xdd));
+    }
+    return _mm512_add_ps(_mm512_shuffle_f32x4(z[0], z[1], 0x88), _mm512_shuffle_f32x4(z[0], z[1], 0xdd));
+  }
   // Lane sums in double (long sums of exponentials round as the scalar code does): the low
   // and high halves of v added to two double accumulators, reduced at the end.
   using D = __m512d;
@@ -89,6 +103,16 @@ struct F32x8 {
     const T f1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k1, bias), 23));
     const T f2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k2, bias), 23));
     return _mm256_mul_ps(_mm256_mul_ps(p, f1), f2);
+  }
+  // Lane p of the result = the sum of a[p]'s lanes, for 8 vectors.
+  static T transpose_reduce(const T* a) {
+    T x[4], y[2];
+    for (int i = 0; i < 4; ++i) x[i] = _mm256_add_ps(_mm256_unpacklo_ps(a[2 * i], a[2 * i + 1]), _mm256_unpackhi_ps(a[2 * i], a[2 * i + 1]));
+    for (int j = 0; j < 2; ++j) {
+      const __m256d u = _mm256_castps_pd(x[2 * j]), v = _mm256_castps_pd(x[2 * j + 1]);
+      y[j] = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(u, v)), _mm256_castpd_ps(_mm256_unpackhi_pd(u, v)));
+    }
+    return _mm256_add_ps(_mm256_permute2f128_ps(y[0], y[1], 0x20), _mm256_permute2f128_ps(y[0], y[1], 0x31));
   }
   static float reduce_add(T v) {
     __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
