@@ -1,6 +1,7 @@
 // The element-wise and per-row operations of the forward pass (everything except the weight
-// matrix products, which are in kernels/matmul.h). Plain C++ the compiler vectorises; numerics
-// follow the reference implementation where it matters (noted per function).
+// matrix products, which are in kernels/matmul.h, and attention, in kernels/attention.h). Plain
+// C++ the compiler vectorises, except SwiGLU's exponentials; numerics follow the reference
+// implementation where it matters (noted per function).
 #pragma once
 
 #include <cstdint>
@@ -22,9 +23,6 @@ void rope(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const f
 // theta_i = pos * base^(-2i/head_dim) / factors[i]. The angle is built by repeated float
 // multiplication, as the reference does, so that long positions round identically.
 void rope_angles(int64_t pos, int64_t head_dim, float base, const float* factors, float* cos, float* sin);
-
-// In-place softmax over n elements (max subtracted; sum accumulated in double).
-void softmax(float* x, int64_t n);
 
 // gate = silu(gate) * up, over n elements.
 void swiglu(float* gate, const float* up, int64_t n);

@@ -40,17 +40,8 @@ void rope(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const f
   }
 }
 
-void softmax(float* x, int64_t n) {
-  float max = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) max = x[i] > max ? x[i] : max;
-  static const auto exp_sub = cpu_features().has_avx512_set() ? kernels::avx512::exp_sub
-                              : cpu_features().has_avx2_set() ? kernels::avx2::exp_sub
-                                                              : kernels::ref::exp_sub;
-  const float inv = static_cast<float>(1.0 / exp_sub(x, n, max));
-  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
-}
-
 void swiglu(float* gate, const float* up, int64_t n) {
+  // The AVX-512 / AVX2 versions evaluate exp with a polynomial (kernels/activation_kernels.h).
   static const auto fn = cpu_features().has_avx512_set() ? kernels::avx512::swiglu
                          : cpu_features().has_avx2_set() ? kernels::avx2::swiglu
                                                          : kernels::ref::swiglu;
