@@ -10,9 +10,11 @@ namespace ll3 {
 namespace {
 
 // Rows per work item: small enough that threads finish together (a preempted thread leaves
-// its share to the others), large enough that the shared counter is touched rarely.
+// its share to the others), large enough that each thread streams long runs: 4 items per
+// thread's range. Decode, 1B, 2 threads, medians of 5-6 interleaved runs against 16 items:
+// Q4_K_M 38.8 -> 39.1 t/s, Q8_0 23.5 -> 23.9 (2 items: 39.4, 24.0).
 int64_t row_chunk(const ThreadPool& pool, int64_t rows) {
-  return std::max<int64_t>(16, rows / (static_cast<int64_t>(pool.size()) * 16));
+  return std::max<int64_t>(16, rows / (static_cast<int64_t>(pool.size()) * 4));
 }
 
 enum class Path { kBf16, kInt8, kFloat };
