@@ -28,4 +28,11 @@ inline void prefetch_ahead(const void* p) {
   for (int l = 0; l < kLines; ++l) _mm_prefetch(near + 64 * l, _MM_HINT_T0);
 }
 
+// Both prefetches for the line at p: the panel decode kernels issue them once per line loaded.
+inline void prefetch_line(const void* p) {
+  const char* c = static_cast<const char*>(p);
+  _mm_prefetch(c + kPrefetchL2Bytes, _MM_HINT_T1);
+  _mm_prefetch(c + kPrefetchL1Bytes, _MM_HINT_T0);
+}
+
 }  // namespace ll3::kernels

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/panel_act.h"
 #include "kernels/cpu/prefetch.h"
 #include "kernels/panels.h"
 #include "kernels/quant_kernels.h"
@@ -21,11 +22,6 @@ using namespace ll3::quant;
 namespace {
 
 constexpr int R = static_cast<int>(kPanelRows);
-
-inline void prefetch_line(const uint8_t* p) {
-  _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchL2Bytes), _MM_HINT_T1);
-  _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchL1Bytes), _MM_HINT_T0);
-}
 
 // Half h (rows 8h .. 8h+7) of the 64-byte group at p.
 inline __m256i load_half(const uint8_t* p, int h) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * h)); }
@@ -67,13 +63,7 @@ void q4_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, i
   const __m256i ones16 = _mm256_set1_epi16(1);
   for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {
     const int64_t s1 = std::min(nb, s0 + kSeg);
-    for (int64_t i = s0; i < s1; ++i) {
-      for (int t = 0; t < 8; ++t) {
-        const int b = a[i].bsums[2 * t] + a[i].bsums[2 * t + 1];
-        bh[i - s0][t] = static_cast<int8_t>(b >> 6);
-        bl[i - s0][t] = static_cast<int8_t>(b & 63);
-      }
-    }
+    for (int64_t i = s0; i < s1; ++i) k4_sum_digits(a[i], bh[i - s0], bl[i - s0]);
     for (int64_t p = 0; p < npanels; ++p) {
       const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
       __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
@@ -141,13 +131,7 @@ void q6_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, i
   const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
   for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {
     const int64_t s1 = std::min(nb, s0 + kSeg);
-    for (int64_t i = s0; i < s1; ++i) {
-      for (int g = 0; g < 16; ++g) {
-        const int b = a[i].bsums[g] + 2048;
-        bh[i - s0][g] = static_cast<uint8_t>(b >> 6);
-        bl[i - s0][g] = static_cast<uint8_t>(b & 63);
-      }
-    }
+    for (int64_t i = s0; i < s1; ++i) q6_sum_digits(a[i], bh[i - s0], bl[i - s0]);
     for (int64_t p = 0; p < npanels; ++p) {
       const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
       __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/panel_act.h"
 #include "kernels/cpu/prefetch.h"
 #include "kernels/panels.h"
 #include "kernels/quant_kernels.h"
@@ -24,12 +25,6 @@ using namespace ll3::quant;
 namespace {
 
 constexpr int R = static_cast<int>(kPanelRows);
-
-// Prefetches of the line at p, at the two distances of prefetch.h.
-inline void prefetch_line(const uint8_t* p) {
-  _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchL2Bytes), _MM_HINT_T1);
-  _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchL1Bytes), _MM_HINT_T0);
-}
 
 inline __m512i load_line(const uint8_t* p) {
   prefetch_line(p);
@@ -71,13 +66,7 @@ void q4_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, i
   const __m512i ff = _mm512_set1_epi32(0xff);
   for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {
     const int64_t s1 = std::min(nb, s0 + kSeg);
-    for (int64_t i = s0; i < s1; ++i) {
-      for (int t = 0; t < 8; ++t) {
-        const int b = a[i].bsums[2 * t] + a[i].bsums[2 * t + 1];
-        bh[i - s0][t] = static_cast<int8_t>(b >> 6);  // floor(b / 64)
-        bl[i - s0][t] = static_cast<int8_t>(b & 63);
-      }
-    }
+    for (int64_t i = s0; i < s1; ++i) k4_sum_digits(a[i], bh[i - s0], bl[i - s0]);
     for (int64_t p = 0; p < npanels; ++p) {
       const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
       __m512 acc = _mm512_setzero_ps(), acc_min = _mm512_setzero_ps();
@@ -147,13 +136,7 @@ void q6_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, i
   const __m512i m0f = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30), ones = _mm512_set1_epi8(1);
   for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {
     const int64_t s1 = std::min(nb, s0 + kSeg);
-    for (int64_t i = s0; i < s1; ++i) {
-      for (int g = 0; g < 16; ++g) {
-        const int b = a[i].bsums[g] + 2048;
-        bh[i - s0][g] = static_cast<uint8_t>(b >> 6);
-        bl[i - s0][g] = static_cast<uint8_t>(b & 63);
-      }
-    }
+    for (int64_t i = s0; i < s1; ++i) q6_sum_digits(a[i], bh[i - s0], bl[i - s0]);
     for (int64_t p = 0; p < npanels; ++p) {
       const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
       __m512 acc = _mm512_setzero_ps();
