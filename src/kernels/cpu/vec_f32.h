@@ -9,6 +9,16 @@
 
 namespace ll3::kernels {
 
+#if defined(__AVX__)
+// The sum of the 8 lanes (the kernels' final horizontal sum).
+inline float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+#endif
+
 // exp of every lane (see exp_poly below), shared by both widths: k = round(x / ln 2),
 // r = x - k ln 2 with ln 2 in two parts (r exact), exp(r) by the Cephes minimax polynomial,
 // 2^k applied as 2^(k/2) * 2^(k - k/2) so that overflow gives inf and underflow goes through
@@ -114,12 +124,7 @@ struct F32x8 {
     }
     return _mm256_add_ps(_mm256_permute2f128_ps(y[0], y[1], 0x20), _mm256_permute2f128_ps(y[0], y[1], 0x31));
   }
-  static float reduce_add(T v) {
-    __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-    lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-    return _mm_cvtss_f32(lo);
-  }
+  static float reduce_add(T v) { return hsum8(v); }
   using D = __m256d;
   static D zero_double() { return _mm256_setzero_pd(); }
   static void add_double(T v, D& lo, D& hi) {

@@ -2,19 +2,12 @@
 #include <immintrin.h>
 
 #include "core/half.h"
+#include "kernels/cpu/vec_f32.h"
 #include "kernels/float_kernels.h"
 
 namespace ll3::kernels::avx2 {
 
 namespace {
-inline float hsum(__m256 v) {
-  __m128 lo = _mm256_castps256_ps128(v);
-  __m128 hi = _mm256_extractf128_ps(v, 1);
-  lo = _mm_add_ps(lo, hi);
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
 inline __m256 load_bf16(const uint16_t* p) {
   __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -30,7 +23,7 @@ float f32_dot(const void* row, const float* x, int64_t n) {
     a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
   }
   for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
-  float sum = hsum(_mm256_add_ps(a0, a1));
+  float sum = hsum8(_mm256_add_ps(a0, a1));
   for (; i < n; ++i) sum += w[i] * x[i];
   return sum;
 }
@@ -45,7 +38,7 @@ float f16_dot(const void* row, const float* x, int64_t n) {
     a0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i), a0);
     a1 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + i + 8), a1);
   }
-  float sum = hsum(_mm256_add_ps(a0, a1));
+  float sum = hsum8(_mm256_add_ps(a0, a1));
   for (; i < n; ++i) sum += f16_to_f32(w[i]) * x[i];
   return sum;
 }
@@ -58,7 +51,7 @@ float bf16_dot(const void* row, const float* x, int64_t n) {
     a0 = _mm256_fmadd_ps(load_bf16(w + i), _mm256_loadu_ps(x + i), a0);
     a1 = _mm256_fmadd_ps(load_bf16(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
   }
-  float sum = hsum(_mm256_add_ps(a0, a1));
+  float sum = hsum8(_mm256_add_ps(a0, a1));
   for (; i < n; ++i) sum += bf16_to_f32(w[i]) * x[i];
   return sum;
 }

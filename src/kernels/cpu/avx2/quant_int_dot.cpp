@@ -4,6 +4,7 @@
 // is at most 2 * 128 * 127 = 32512. Same scheme as the AVX-512 file.
 #include <immintrin.h>
 
+#include "kernels/cpu/vec_f32.h"
 #include "kernels/quant_kernels.h"
 #include "kernels/quant_simd_unpack.h"
 
@@ -21,13 +22,6 @@ inline __m256i dot_unsigned(__m256i u, __m256i a) {
 }
 inline __m256i dot_signed(__m256i w, __m256i a) {
   return dot_unsigned(_mm256_abs_epi8(w), _mm256_sign_epi8(a, w));
-}
-
-inline float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 template <class W, class A, bool Signed, __m256i (*Vals)(const W&),

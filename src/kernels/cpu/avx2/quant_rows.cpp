@@ -6,6 +6,8 @@
 
 #include <cstring>
 
+#include "kernels/cpu/row_passes.h"
+#include "kernels/cpu/vec_f32.h"
 #include "kernels/quant_kernels.h"
 #include "kernels/quant_simd_unpack.h"
 
@@ -14,20 +16,6 @@ namespace ll3::kernels::avx2 {
 using namespace ll3::quant;
 
 namespace {
-
-constexpr int kMaxNX = 4;  // activation rows per pass
-
-inline float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-template <class A>
-inline const A* act_row(const void* xq, size_t stride, int x) {
-  return reinterpret_cast<const A*>(static_cast<const uint8_t*>(xq) + x * stride);
-}
 
 inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
@@ -163,21 +151,6 @@ void q8_0_rows(const void* row, const void* xq, size_t stride, int64_t n, float*
   for (int x = 0; x < NX; ++x) y[x * y_stride] = hsum8(acc[x]);
 }
 
-// Split nx activation rows into passes of at most kMaxNX.
-template <template <int> class K>
-void run_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride) {
-  int64_t x = 0;
-  for (; x + kMaxNX <= nx; x += kMaxNX) K<kMaxNX>::run(row, act_row<uint8_t>(xq, stride, x), stride, n, y + x * y_stride, y_stride);
-  const uint8_t* rest = act_row<uint8_t>(xq, stride, x);
-  static_assert(kMaxNX == 4, "the remainder cases below cover 1 .. kMaxNX - 1");
-  switch (nx - x) {
-    case 3: K<3>::run(row, rest, stride, n, y + x * y_stride, y_stride); break;
-    case 2: K<2>::run(row, rest, stride, n, y + x * y_stride, y_stride); break;
-    case 1: K<1>::run(row, rest, stride, n, y + x * y_stride, y_stride); break;
-    default: break;
-  }
-}
-
 template <int NX> struct Q4K { static void run(const void* r, const void* a, size_t s, int64_t n, float* y, size_t ys) { q4_k_rows<NX>(r, a, s, n, y, ys); } };
 template <int NX> struct Q6K { static void run(const void* r, const void* a, size_t s, int64_t n, float* y, size_t ys) { q6_k_rows<NX>(r, a, s, n, y, ys); } };
 template <int NX> struct Q80 { static void run(const void* r, const void* a, size_t s, int64_t n, float* y, size_t ys) { q8_0_rows<NX>(r, a, s, n, y, ys); } };
@@ -185,13 +158,13 @@ template <int NX> struct Q80 { static void run(const void* r, const void* a, siz
 }  // namespace
 
 void q4_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride) {
-  run_rows<Q4K>(row, xq, stride, nx, n, y, y_stride);
+  run_row_passes<Q4K>(row, xq, stride, nx, n, y, y_stride);
 }
 void q6_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride) {
-  run_rows<Q6K>(row, xq, stride, nx, n, y, y_stride);
+  run_row_passes<Q6K>(row, xq, stride, nx, n, y, y_stride);
 }
 void q8_0_dot_q8_0_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride) {
-  run_rows<Q80>(row, xq, stride, nx, n, y, y_stride);
+  run_row_passes<Q80>(row, xq, stride, nx, n, y, y_stride);
 }
 
 }  // namespace ll3::kernels::avx2

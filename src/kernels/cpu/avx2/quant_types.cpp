@@ -3,6 +3,7 @@
 // activations. to_float is exact (separate multiply and subtract, never fused).
 #include <immintrin.h>
 
+#include "kernels/cpu/vec_f32.h"
 #include "kernels/quant_kernels.h"
 #include "kernels/quant_simd_unpack.h"
 
@@ -21,13 +22,6 @@ inline __m256 widen_u8(const uint8_t* p) {  // 8 bytes -> 8 floats
   return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
 inline __m256 widen_i8(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 inline __m256 k_block_dot(const KUnpacked& k, const float* x, __m256 acc0, __m256* acc1) {
   const __m256 off = _mm256_set1_ps(static_cast<float>(k.off));
@@ -62,7 +56,7 @@ float k_dot(const void* row, const float* x, int64_t n) {
     Unpack(b[i], k);
     acc0 = k_block_dot(k, x + i * kQKK, acc0, &acc1);
   }
-  return hsum(_mm256_add_ps(acc0, acc1));
+  return hsum8(_mm256_add_ps(acc0, acc1));
 }
 
 template <class Block, void (*Unpack)(const Block&, KUnpacked&)>
@@ -114,7 +108,7 @@ float q4_0_dot(const void* row, const float* x, int64_t n) {
   for (int64_t i = 0; i < n / kQK; ++i) {
     acc = _mm256_fmadd_ps(_mm256_set1_ps(simd::h2f(b[i].d)), dot32_i8(q4_0_vals(b[i]), x + i * kQK), acc);
   }
-  return hsum(acc);
+  return hsum8(acc);
 }
 void q4_0_to_float(const void* src, float* dst, int64_t n) {
   const BlockQ4_0* b = static_cast<const BlockQ4_0*>(src);
@@ -129,7 +123,7 @@ float q4_1_dot(const void* row, const float* x, int64_t n) {
     acc = _mm256_fmadd_ps(_mm256_set1_ps(simd::h2f(b[i].d)), dot32_i8(simd::unpack_q4_32(b[i].qs), xb), acc);
     accm = _mm256_fmadd_ps(_mm256_set1_ps(simd::h2f(b[i].m)), xsum32(xb), accm);
   }
-  return hsum(_mm256_add_ps(acc, accm));
+  return hsum8(_mm256_add_ps(acc, accm));
 }
 void q4_1_to_float(const void* src, float* dst, int64_t n) {
   const BlockQ4_1* b = static_cast<const BlockQ4_1*>(src);
@@ -144,7 +138,7 @@ float q5_0_dot(const void* row, const float* x, int64_t n) {
   for (int64_t i = 0; i < n / kQK; ++i) {
     acc = _mm256_fmadd_ps(_mm256_set1_ps(simd::h2f(b[i].d)), dot32_i8(q5_0_vals(b[i]), x + i * kQK), acc);
   }
-  return hsum(acc);
+  return hsum8(acc);
 }
 void q5_0_to_float(const void* src, float* dst, int64_t n) {
   const BlockQ5_0* b = static_cast<const BlockQ5_0*>(src);
@@ -160,7 +154,7 @@ float q5_1_dot(const void* row, const float* x, int64_t n) {
                           dot32_i8(simd::unpack_q5_32(b[i].qs, b[i].qh), xb), acc);
     accm = _mm256_fmadd_ps(_mm256_set1_ps(simd::h2f(b[i].m)), xsum32(xb), accm);
   }
-  return hsum(_mm256_add_ps(acc, accm));
+  return hsum8(_mm256_add_ps(acc, accm));
 }
 void q5_1_to_float(const void* src, float* dst, int64_t n) {
   const BlockQ5_1* b = static_cast<const BlockQ5_1*>(src);
@@ -177,7 +171,7 @@ float q8_0_dot(const void* row, const float* x, int64_t n) {
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs));
     acc = _mm256_fmadd_ps(_mm256_set1_ps(simd::h2f(b[i].d)), dot32_i8(q, x + i * kQK), acc);
   }
-  return hsum(acc);
+  return hsum8(acc);
 }
 void q8_0_to_float(const void* src, float* dst, int64_t n) {
   const BlockQ8_0* b = static_cast<const BlockQ8_0*>(src);

@@ -4,6 +4,7 @@
 // |w| x (a * sign(w)). The K-quants, Q4_0 and Q8_0 have their kernels in quant_vnni_rows.cpp.
 #include <immintrin.h>
 
+#include "kernels/cpu/vec_f32.h"
 #include "kernels/quant_kernels.h"
 #include "kernels/quant_simd_unpack.h"
 
@@ -21,13 +22,6 @@ inline __m256i dot_signed(__m256i w, __m256i a) {
 }
 inline __m256i dot_unsigned(__m256i u, __m256i a) {
   return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, a);
-}
-
-inline float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 // Legacy types: acc += d_w * d_a * sum(w a), per 32-weight block. Vals(block) gives the weight

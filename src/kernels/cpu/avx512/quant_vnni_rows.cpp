@@ -10,6 +10,8 @@
 #include <type_traits>
 
 #include "kernels/cpu/prefetch.h"
+#include "kernels/cpu/row_passes.h"
+#include "kernels/cpu/vec_f32.h"
 #include "kernels/quant_kernels.h"
 #include "kernels/quant_simd_unpack.h"
 
@@ -18,9 +20,6 @@ namespace ll3::kernels::avx512 {
 using namespace ll3::quant;
 
 namespace {
-
-constexpr int kMaxNX = 4;  // activation rows per pass
-
 
 // vpermd indices: chunk k of a Q4_K block takes scale 2k in lanes 0-7 and 2k+1 in lanes 8-15.
 alignas(64) constexpr int32_t kQ4KScaleIdx[4][16] = {
@@ -36,18 +35,6 @@ alignas(64) constexpr int32_t kQ6KScaleIdx[4][16] = {
     {12, 12, 12, 12, 13, 13, 13, 13, 14, 14, 14, 14, 15, 15, 15, 15}};
 
 inline __m512i load_idx(const int32_t* p) { return _mm512_load_si512(p); }
-
-inline float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-template <class A>
-inline const A* act_row(const void* xq, size_t stride, int x) {
-  return reinterpret_cast<const A*>(static_cast<const uint8_t*>(xq) + x * stride);
-}
 
 // ---- Q4_K / Q5_K x Q8_K ---------------------------------------------------------------------
 // Q5_K is Q4_K plus a fifth bit per weight (qh): chunk k's low half takes bit 2k of qh[l], its
@@ -485,21 +472,6 @@ void q6_k_wrows(const void* rows, size_t rs, const void* xq, int64_t n, float* y
   for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
 }
 
-// Split nx activation rows into passes of at most kMaxNX.
-template <template <int> class K>
-void run_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride) {
-  int64_t x = 0;
-  for (; x + kMaxNX <= nx; x += kMaxNX) K<kMaxNX>::run(row, act_row<uint8_t>(xq, stride, x), stride, n, y + x * y_stride, y_stride);
-  const uint8_t* rest = act_row<uint8_t>(xq, stride, x);
-  static_assert(kMaxNX == 4, "the remainder cases below cover 1 .. kMaxNX - 1");
-  switch (nx - x) {
-    case 3: K<3>::run(row, rest, stride, n, y + x * y_stride, y_stride); break;
-    case 2: K<2>::run(row, rest, stride, n, y + x * y_stride, y_stride); break;
-    case 1: K<1>::run(row, rest, stride, n, y + x * y_stride, y_stride); break;
-    default: break;
-  }
-}
-
 template <int NX> struct Q4K { static void run(const void* r, const void* a, size_t s, int64_t n, float* y, size_t ys) { q45_k_rows<BlockQ4_K, NX>(r, a, s, n, y, ys); } };
 template <int NX> struct Q5K { static void run(const void* r, const void* a, size_t s, int64_t n, float* y, size_t ys) { q45_k_rows<BlockQ5_K, NX>(r, a, s, n, y, ys); } };
 template <int NX> struct Q6K { static void run(const void* r, const void* a, size_t s, int64_t n, float* y, size_t ys) { q6_k_rows<NX>(r, a, s, n, y, ys); } };
@@ -527,25 +499,25 @@ float q4_0_dot_q8_0(const void* row, const void* xq, int64_t n) { return one_row
 float q8_0_dot_q8_0(const void* row, const void* xq, int64_t n) { return one_row<q8_0_rows<1>>(row, xq, n); }
 
 void q4_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride) {
-  run_rows<Q4K>(row, xq, stride, nx, n, y, y_stride);
+  run_row_passes<Q4K>(row, xq, stride, nx, n, y, y_stride);
 }
 void q5_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride) {
-  run_rows<Q5K>(row, xq, stride, nx, n, y, y_stride);
+  run_row_passes<Q5K>(row, xq, stride, nx, n, y, y_stride);
 }
 void q6_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride) {
-  run_rows<Q6K>(row, xq, stride, nx, n, y, y_stride);
+  run_row_passes<Q6K>(row, xq, stride, nx, n, y, y_stride);
 }
 void q2_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride) {
-  run_rows<Q2K>(row, xq, stride, nx, n, y, y_stride);
+  run_row_passes<Q2K>(row, xq, stride, nx, n, y, y_stride);
 }
 void q3_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride) {
-  run_rows<Q3K>(row, xq, stride, nx, n, y, y_stride);
+  run_row_passes<Q3K>(row, xq, stride, nx, n, y, y_stride);
 }
 void q4_0_dot_q8_0_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride) {
-  run_rows<Q40>(row, xq, stride, nx, n, y, y_stride);
+  run_row_passes<Q40>(row, xq, stride, nx, n, y, y_stride);
 }
 void q8_0_dot_q8_0_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride) {
-  run_rows<Q80>(row, xq, stride, nx, n, y, y_stride);
+  run_row_passes<Q80>(row, xq, stride, nx, n, y, y_stride);
 }
 
 void q4_k_dot_q8_k_wrows(const void* rows, size_t row_stride, int64_t nrows, const void* xq, int64_t n, float* y) {

@@ -1,0 +1,38 @@
+// The batched row kernels (TypeTraits::dot_q_rows) of every instruction set: one weight row
+// against nx activation rows, taken in passes of at most kMaxRowPass rows so that a pass's
+// accumulators stay in registers while each weight block is unpacked once for all of them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ll3::kernels {
+
+constexpr int kMaxRowPass = 4;
+
+// Activation row x of a batch `stride` bytes apart.
+template <class A>
+inline const A* act_row(const void* xq, size_t stride, int64_t x) {
+  return reinterpret_cast<const A*>(static_cast<const uint8_t*>(xq) + x * stride);
+}
+
+// K<NX>::run(row, xq, stride, n, y, y_stride) for NX = 1 .. kMaxRowPass rows; this splits nx
+// rows into such passes.
+template <template <int> class K>
+void run_row_passes(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y,
+                    size_t y_stride) {
+  int64_t x = 0;
+  for (; x + kMaxRowPass <= nx; x += kMaxRowPass) {
+    K<kMaxRowPass>::run(row, act_row<uint8_t>(xq, stride, x), stride, n, y + x * y_stride, y_stride);
+  }
+  const uint8_t* rest = act_row<uint8_t>(xq, stride, x);
+  static_assert(kMaxRowPass == 4, "the remainder cases below cover 1 .. kMaxRowPass - 1");
+  switch (nx - x) {
+    case 3: K<3>::run(row, rest, stride, n, y + x * y_stride, y_stride); break;
+    case 2: K<2>::run(row, rest, stride, n, y + x * y_stride, y_stride); break;
+    case 1: K<1>::run(row, rest, stride, n, y + x * y_stride, y_stride); break;
+    default: break;
+  }
+}
+
+}  // namespace ll3::kernels
