@@ -124,6 +124,15 @@ void panel_pack_matrix(DType t, uint8_t* data, int64_t rows, int64_t cols) {
   }
 }
 
+void panel_groups_to_rows_scalar(const uint8_t* groups, int g0, int ngroups, uint8_t* rows, size_t row_stride,
+                                 bool flip, int gap) {
+  for (int g = g0; g < ngroups; ++g) {
+    for (int r = 0; r < R; ++r) {
+      copy_run(rows + r * row_stride + 4 * g + (gap != 0 && g >= 8 ? gap : 0), groups + 64 * g + 4 * r, 4, flip);
+    }
+  }
+}
+
 void panel_unpack(DType t, const uint8_t* panel, uint8_t* rows16, size_t row_stride, int64_t cols) {
   static const auto groups_to_rows = cpu_features().has_avx512_set() ? avx512::panel_groups_to_rows
                                      : cpu_features().has_avx2_set()  ? avx2::panel_groups_to_rows

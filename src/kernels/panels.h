@@ -47,6 +47,11 @@ void panel_unpack(DType t, const uint8_t* panel, uint8_t* rows16, size_t row_str
 // Row r (0..15) of a panel, in the type's row layout, into row (row_bytes bytes).
 void panel_unpack_row(DType t, const uint8_t* panel, int r, uint8_t* row, int64_t cols);
 
+// Groups g0 .. ngroups-1 of panel_groups_to_rows (below) one dword at a time: the SIMD
+// versions' tail of fewer than 8 groups.
+void panel_groups_to_rows_scalar(const uint8_t* groups, int g0, int ngroups, uint8_t* rows, size_t row_stride,
+                                 bool flip, int gap);
+
 namespace avx2 {
 // As avx512::panel_groups_to_rows (with 8 x 8 transposes).
 void panel_groups_to_rows(const uint8_t* groups, int ngroups, uint8_t* rows, size_t row_stride, bool flip,

@@ -3,8 +3,6 @@
 // contiguous bytes of one row. The prompt paths unpack every weight row once per batch this way.
 #include <immintrin.h>
 
-#include <cstring>
-
 #include "kernels/panels.h"
 
 namespace ll3::kernels::avx512 {
@@ -65,14 +63,7 @@ void panel_groups_to_rows(const uint8_t* groups, int ngroups, uint8_t* rows, siz
       }
     }
   }
-  for (; g < ngroups; ++g) {  // fewer than 8 left: one dword per row
-    for (int r = 0; r < 16; ++r) {
-      uint32_t v;
-      std::memcpy(&v, groups + 64 * g + 4 * r, 4);
-      if (flip) v ^= 0x80808080u;
-      std::memcpy(rows + r * row_stride + 4 * g, &v, 4);
-    }
-  }
+  panel_groups_to_rows_scalar(groups, g, ngroups, rows, row_stride, flip, gap);  // fewer than 8 left
 }
 
 }  // namespace ll3::kernels::avx512
