@@ -112,20 +112,24 @@ void weighted_sum(const float* w, int64_t hd, const KvHeadView& kv, int64_t n, i
   }
 }
 
-// All hd / kWidth vectors of the heads' outputs, C at a time: the largest C in {8, 4, 2, 1}
-// that keeps G * C accumulators in registers (half the register file) and divides the count.
-template <class V, class E, int G>
+// The largest power of two C <= 8 with G * C accumulators in half the register file (16 of
+// the 32 zmm, 8 of the 16 ymm).
+template <class V, int G>
+constexpr int max_vectors_per_pass() {
+  int c = 8;
+  while (c > 1 && G * c > V::kWidth) c /= 2;
+  return c;
+}
+
+// All hd / kWidth vectors of the heads' outputs, C at a time: C the largest power of two up to
+// max_vectors_per_pass that divides the count.
+template <class V, class E, int G, int C = max_vectors_per_pass<V, G>()>
 void weighted_sum_all(const float* w, int64_t hd, const KvHeadView& kv, int64_t n, float* out) {
-  constexpr int kAcc = V::kWidth == 16 ? 16 : 8;
-  constexpr int kC = kAcc / G >= 8 ? 8 : (kAcc / G >= 4 ? 4 : (kAcc / G >= 2 ? 2 : 1));
   const int64_t vecs = hd / V::kWidth;
-  if (vecs % kC == 0) {
-    for (int64_t c = 0; c < vecs; c += kC) weighted_sum<V, E, G, kC>(w, hd, kv, n, V::kWidth * c, out);
-  } else if (vecs % 2 == 0 && kC >= 2) {
-    for (int64_t c = 0; c < vecs; c += 2) weighted_sum<V, E, G, (kC >= 2 ? 2 : 1)>(w, hd, kv, n, V::kWidth * c, out);
-  } else {
-    for (int64_t c = 0; c < vecs; ++c) weighted_sum<V, E, G, 1>(w, hd, kv, n, V::kWidth * c, out);
+  if constexpr (C > 1) {
+    if (vecs % C != 0) return weighted_sum_all<V, E, G, C / 2>(w, hd, kv, n, out);
   }
+  for (int64_t c = 0; c < vecs; c += C) weighted_sum<V, E, G, C>(w, hd, kv, n, V::kWidth * c, out);
 }
 
 template <class V, class E, int G>
