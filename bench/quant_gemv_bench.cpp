@@ -98,12 +98,15 @@ void gemv_panels(benchmark::State& state, DType t) {
   ll3::kernels::panel_pack_matrix(t, w.data(), rows, n);
   const size_t row_bytes = ll3::dtype_row_bytes(t, n);
   const std::vector<uint8_t> xq = quantized_activations(t, random_floats(n, 1));
+  std::vector<uint8_t> act(ll3::kernels::panel_act_bytes(n));
+  ll3::kernels::panel_act(t, xq.data(), n, act.data());
   std::vector<float> y(rows);
   constexpr int64_t kRun = 4 * ll3::kernels::kPanelRows;
   for (auto _ : state) {
     for (int64_t r0 = 0; r0 < rows; r0 += kRun) {
       const int64_t nr = std::min(kRun, rows - r0);
-      tt->dot_q_panels(w.data() + r0 * row_bytes, nr / ll3::kernels::kPanelRows, xq.data(), n, y.data() + r0);
+      tt->dot_q_panels(w.data() + r0 * row_bytes, nr / ll3::kernels::kPanelRows, xq.data(), act.data(), n,
+                       y.data() + r0);
     }
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();

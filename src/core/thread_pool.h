@@ -70,6 +70,14 @@ class ThreadPool {
   // thread, or n <= chunk, one call covers [0, n).
   template <class F>
   void parallel_for_stealing(int64_t n, int64_t chunk, F&& fn) {
+    parallel_for_stealing(n, chunk, [n](int t, int nt) { return n * t / nt; }, fn);
+  }
+
+  // The same with the threads' first ranges bounded by split(t, n_threads) (nondecreasing,
+  // split(0) = 0; n is the end of the last), so items of unequal cost can start with equal
+  // shares of the work.
+  template <class S, class F>
+  void parallel_for_stealing(int64_t n, int64_t chunk, S&& split, F&& fn) {
     constexpr int kMaxRanges = 64;
     if (chunk < 1) chunk = 1;
     if (n_threads_ == 1 || n <= chunk) {
@@ -88,7 +96,8 @@ class ThreadPool {
     Range ranges[kMaxRanges];
     auto pack = [](int64_t f, int64_t b) { return static_cast<uint64_t>(f) | static_cast<uint64_t>(b) << 32; };
     for (int t = 0; t < n_threads_; ++t) {
-      ranges[t].front_back.store(pack(n * t / n_threads_, n * (t + 1) / n_threads_), std::memory_order_relaxed);
+      const int64_t lo = split(t, n_threads_), hi = t + 1 < n_threads_ ? split(t + 1, n_threads_) : n;
+      ranges[t].front_back.store(pack(lo, hi), std::memory_order_relaxed);
     }
     auto body = [&](int t, int nt) {
       for (int k = 0; k < nt; ++k) {

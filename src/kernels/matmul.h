@@ -19,6 +19,9 @@ struct MatmulScratch {
   float* rows = nullptr;      // (n_threads, kRowBlock, max_cols) dequantized weight rows
   int64_t max_cols = 0;
   uint8_t* xq = nullptr;      // (max_tokens, xq_row_bytes(max_cols)) quantized activations
+  // (kMaxSharedOutputs, kernels::panel_act_bytes(max_cols)): what the decode panel kernels
+  // take from the activation row besides its quants, made once per product.
+  uint8_t* panel_act = nullptr;
   // Quantize activations to 8 bits for the integer dot products of quantized weights (as
   // llama.cpp does; faster, matches its native results). Off: float activations (matches the
   // dequantized-weights reference exactly).

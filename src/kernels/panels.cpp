@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "core/cpu_features.h"
+#include "core/half.h"
+#include "kernels/cpu/panel_act.h"
 #include "kernels/quant_blocks.h"
 
 namespace ll3::kernels {
@@ -152,6 +154,47 @@ void panel_unpack(DType t, const uint8_t* panel, uint8_t* rows16, size_t row_str
       const GroupRun& g = l.groups[k];
       groups_to_rows(src + g.panel_off, g.groups, dst + g.row_off, row_stride, g.flip, g.gap);
     }
+  }
+}
+
+void panel_act(DType weight_type, const void* xq, int64_t n, void* act) {
+  switch (weight_type) {
+    case DType::Q4_K: {
+      const auto* a = static_cast<const quant::BlockQ8_K*>(xq);
+      auto* out = static_cast<K4PanelAct*>(act);
+      for (int64_t i = 0; i < n / quant::kQKK; ++i) {
+        for (int t = 0; t < 8; ++t) {
+          const int b = a[i].bsums[2 * t] + a[i].bsums[2 * t + 1];
+          out[i].h[t] = static_cast<int8_t>(b >> 6);
+          out[i].l[t] = static_cast<int8_t>(b & 63);
+        }
+      }
+      break;
+    }
+    case DType::Q6_K: {
+      const auto* a = static_cast<const quant::BlockQ8_K*>(xq);
+      auto* out = static_cast<Q6PanelAct*>(act);
+      for (int64_t i = 0; i < n / quant::kQKK; ++i) {
+        for (int g = 0; g < 16; ++g) {
+          const int b = a[i].bsums[g] + 2048;
+          out[i].h[g] = static_cast<uint8_t>(b >> 6);
+          out[i].l[g] = static_cast<uint8_t>(b & 63);
+        }
+      }
+      break;
+    }
+    case DType::Q8_0: {
+      const auto* a = static_cast<const quant::BlockQ8_0*>(xq);
+      auto* out = static_cast<Q80PanelAct*>(act);
+      for (int64_t i = 0; i < n / quant::kQK; ++i) {
+        int sum = 0;
+        for (int j = 0; j < quant::kQK; ++j) sum += a[i].qs[j];
+        out[i].d = f16_to_f32(a[i].d);
+        out[i].sum128 = 128 * sum;
+      }
+      break;
+    }
+    default: break;
   }
 }
 

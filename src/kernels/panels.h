@@ -47,6 +47,13 @@ void panel_unpack(DType t, const uint8_t* panel, uint8_t* rows16, size_t row_str
 // Row r (0..15) of a panel, in the type's row layout, into row (row_bytes bytes).
 void panel_unpack_row(DType t, const uint8_t* panel, int r, uint8_t* row, int64_t cols);
 
+// What a decode kernel (TypeTraits::dot_q_panels) takes from its activation row besides the
+// quants (kernels/cpu/panel_act.h): made once per row and weight type, read by every call.
+// panel_act_bytes bounds it for every type, for a row of n columns.
+constexpr size_t panel_act_bytes(int64_t n) { return static_cast<size_t>(n / 4 + 64); }
+// From the row's 8-bit activations xq (of the weight type's vec_dot_type) into act.
+void panel_act(DType weight_type, const void* xq, int64_t n, void* act);
+
 // Groups g0 .. ngroups-1 of panel_groups_to_rows (below) one dword at a time: the SIMD
 // versions' tail of fewer than 8 groups.
 void panel_groups_to_rows_scalar(const uint8_t* groups, int g0, int ngroups, uint8_t* rows, size_t row_stride,

@@ -61,9 +61,9 @@ LL3_QUANT_SIMD_KERNELS(q5_k)
 LL3_QUANT_SIMD_KERNELS(q6_k)
 LL3_QUANT_INT_DOTS
 // Panels (kernels/panels.h), 8 rows per vector (TypeTraits::dot_q_panels).
-void q4_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, int64_t n, float* y);
-void q6_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, int64_t n, float* y);
-void q8_0_dot_q8_0_panels(const void* panels, int64_t npanels, const void* xq, int64_t n, float* y);
+void q4_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, const void* act, int64_t n, float* y);
+void q6_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, const void* act, int64_t n, float* y);
+void q8_0_dot_q8_0_panels(const void* panels, int64_t npanels, const void* xq, const void* act, int64_t n, float* y);
 // One weight row against nx activation rows (TypeTraits::dot_q_rows).
 void q4_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride);
 void q6_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride);
@@ -108,9 +108,9 @@ void q4_k_dot_q8_k_wrows(const void* rows, size_t row_stride, int64_t nrows, con
 void q6_k_dot_q8_k_wrows(const void* rows, size_t row_stride, int64_t nrows, const void* xq, int64_t n, float* y);
 void q8_0_dot_q8_0_wrows(const void* rows, size_t row_stride, int64_t nrows, const void* xq, int64_t n, float* y);
 // npanels consecutive panels (kernels/panels.h) against one activation row (TypeTraits::dot_q_panels).
-void q4_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, int64_t n, float* y);
-void q6_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, int64_t n, float* y);
-void q8_0_dot_q8_0_panels(const void* panels, int64_t npanels, const void* xq, int64_t n, float* y);
+void q4_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, const void* act, int64_t n, float* y);
+void q6_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, const void* act, int64_t n, float* y);
+void q8_0_dot_q8_0_panels(const void* panels, int64_t npanels, const void* xq, const void* act, int64_t n, float* y);
 }  // namespace avx512
 
 #undef LL3_QUANT_ROW_KERNELS

@@ -39,8 +39,10 @@ struct TypeTraits {
                       float* y) = nullptr;
   // dot_q over npanels consecutive 16-row panels (kernels/panels.h), y[16 * npanels]: the
   // decode path of matrices repacked at load. nullptr where the type has no panel kernel on
-  // this CPU (then no matrix of the type is repacked).
-  void (*dot_q_panels)(const void* panels, int64_t npanels, const void* xq, int64_t n, float* y) = nullptr;
+  // this CPU (then no matrix of the type is repacked). act: kernels::panel_act of xq for this
+  // weight type.
+  void (*dot_q_panels)(const void* panels, int64_t npanels, const void* xq, const void* act, int64_t n,
+                       float* y) = nullptr;
   // to_float rounded to bf16 (nearest even) in one pass, for the AMX prompt path; nullptr
   // where there is no such kernel (to_float, then round).
   void (*to_bf16)(const void* src, uint16_t* dst, int64_t n) = nullptr;

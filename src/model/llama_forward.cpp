@@ -5,6 +5,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/ops.h"
+#include "kernels/panels.h"
 
 namespace ll3 {
 
@@ -36,6 +37,8 @@ LlamaRunner::LlamaRunner(const LlamaModel& model, KvCache& kv, ThreadPool& pool,
   mm_scratch_.wbuf = wbuf_.data();
   xq_.resize(static_cast<size_t>(T) * xq_row_bytes(mm_scratch_.max_cols));
   mm_scratch_.xq = xq_.data();
+  panel_act_.resize(kMaxSharedOutputs * kernels::panel_act_bytes(mm_scratch_.max_cols));
+  mm_scratch_.panel_act = panel_act_.data();
   mm_scratch_.int8_activations = int8_activations;
   mm_scratch_.bf16 = int8_activations && amx_prompts && T >= kBf16MinTokens ? kernels::bf16_gemm_amx() : nullptr;
   if (mm_scratch_.bf16 != nullptr) {

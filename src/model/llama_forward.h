@@ -57,6 +57,7 @@ class LlamaRunner {
   std::vector<float> scores_;   // (n_threads, heads per KV head, kv capacity) attention weights
   std::vector<float> wrows_;    // (n_threads, kRowBlock, max cols) dequantized weight rows
   std::vector<uint8_t> xq_;     // (T, xq_row_bytes(max cols)) 8-bit activations
+  std::vector<uint8_t> panel_act_;  // see MatmulScratch::panel_act
   std::vector<uint8_t> wbuf_;   // (n_threads, matmul_wbuf_bytes) weight rows unpacked from panels
   std::vector<uint16_t> xbf_;   // AMX only: packed bf16 activations (see MatmulScratch)
   std::vector<int32_t> token_pos_;  // (T) position of each batch row

@@ -1,6 +1,8 @@
 // The ll3 binary as a user runs it: flags, exit codes, outputs.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -242,6 +244,16 @@ TEST(Cli, BenchJsonHasLlamaBenchKeys) {
   EXPECT_EQ(d[1]["test"], "tg4 @ d40");
   EXPECT_EQ(d[1]["n_depth"], 40);
   EXPECT_GT(d[1]["avg_ts"].get<double>(), 0.0);
+  // --roofline with a model: the bandwidth measured before each tg repetition and cached.
+  const std::string cache = home + "/.cache/ll3/roofline-v2-t2.txt";
+  std::remove(cache.c_str());
+  auto paired = run_command("HOME=" + home + " " + ll3() + " bench -m " + tiny() + " -p 0 -n 4 -r 2 -t 2 --roofline --json");
+  ASSERT_EQ(paired.exit_code, 0) << paired.output;
+  nlohmann::json pj = nlohmann::json::parse(paired.output);
+  ASSERT_EQ(pj.size(), 1u);
+  EXPECT_GT(pj[0]["read_bandwidth_gbps"].get<double>(), 0.0);
+  EXPECT_GT(pj[0]["bandwidth_pct"].get<double>(), 0.0);
+  EXPECT_TRUE(std::filesystem::exists(cache)) << "the measured bandwidth is cached";
   auto bad = run_command(ll3() + " bench -m " + tiny() + " -r 0", true);
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_EQ(run_command(ll3() + " bench -m " + tiny() + " -d -1", true).exit_code, 2);

@@ -31,6 +31,20 @@ TEST(ThreadPool, StealingCoversEveryIndexOnce) {
   }
 }
 
+TEST(ThreadPool, StealingWithAnUnevenSplitCoversEveryIndexOnce) {
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    const int64_t n = 1000;
+    // Thread 0 starts with almost everything, the last thread with nothing.
+    auto split = [&](int t, int nt) { return t == 0 ? int64_t{0} : t + 1 == nt ? n : n - 7; };
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    pool.parallel_for_stealing(n, 5, split, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+    });
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << threads << " " << i;
+  }
+}
+
 TEST(ThreadPool, StealingTakesOverFromASlowThread) {
   ThreadPool pool(2);
   std::vector<std::atomic<int>> by_thread(2);

@@ -40,18 +40,20 @@ std::unique_ptr<TestWeight> random_weight(DType type, int64_t rows, int64_t cols
 // The scratch a runner would size, for n activation rows of cols.
 struct TestScratch {
   std::vector<float> rows;
-  std::vector<uint8_t> xq, wbuf;
+  std::vector<uint8_t> xq, panel_act, wbuf;
   std::vector<uint16_t> xbf;
   MatmulScratch s;
 
   TestScratch(const ThreadPool& pool, int64_t n, int64_t cols, bool int8, size_t max_row_bytes)
       : rows(static_cast<size_t>(pool.size()) * kRowBlock * cols),
         xq(static_cast<size_t>(n) * xq_row_bytes(cols)),
+        panel_act(kMaxSharedOutputs * kernels::panel_act_bytes(cols)),
         wbuf(static_cast<size_t>(pool.size()) * matmul_wbuf_bytes(max_row_bytes)),
         xbf(kernels::bf16_packed_x_elems(n, cols)) {
     s.rows = rows.data();
     s.max_cols = cols;
     s.xq = xq.data();
+    s.panel_act = panel_act.data();
     s.int8_activations = int8;
     s.bf16 = int8 ? kernels::bf16_gemm_amx() : nullptr;
     s.xbf = xbf.data();

@@ -113,13 +113,13 @@ TEST(Panels, GroupTransposesMatchTheDefinition) {
   }
 }
 
-using PanelKernel = void (*)(const void*, int64_t, const void*, int64_t, float*);
+using PanelKernel = void (*)(const void*, int64_t, const void*, const void*, int64_t, float*);
 
 // The panel kernel `fn` of type c.type equals the reference integer dot of every row.
 void check_panel_kernel(const Case& c, PanelKernel fn, std::mt19937& rng) {
   const TypeTraits* tr = type_traits_ref(c.type);
   const TypeTraits* act = type_traits(tr->vec_dot_type);
-  // 2048: the 1B shapes; 17408 / 16448: past one prepared activation segment.
+  // 2048: the 1B shapes; 17408 / 16448: longer rows than any Llama 3 8B product.
   for (int64_t cols : {int64_t{512}, int64_t{2048}, c.type == DType::Q8_0 ? int64_t{16448} : int64_t{17408}}) {
     for (bool quantized : {true, false}) {
       const int64_t rows = 3 * kPanelRows;
@@ -141,8 +141,10 @@ void check_panel_kernel(const Case& c, PanelKernel fn, std::mt19937& rng) {
       }
       std::vector<uint8_t> xq(dtype_row_bytes(tr->vec_dot_type, cols));
       act->from_float(x.data(), xq.data(), cols);
+      std::vector<uint8_t> pa(kernels::panel_act_bytes(cols));
+      kernels::panel_act(c.type, xq.data(), cols, pa.data());
       std::vector<float> y(static_cast<size_t>(rows), NAN);
-      fn(panels.data(), rows / kPanelRows, xq.data(), cols, y.data());
+      fn(panels.data(), rows / kPanelRows, xq.data(), pa.data(), cols, y.data());
       for (int64_t r = 0; r < rows; ++r) {
         const float ref = tr->dot_q(w.data() + r * rb, xq.data(), cols);
         // The tolerance scales with the terms before they cancel: the sum over blocks of each

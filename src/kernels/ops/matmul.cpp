@@ -4,6 +4,7 @@
 #include <array>
 
 #include "kernels/gemm_f32.h"
+#include "kernels/panels.h"
 
 namespace ll3 {
 
@@ -38,22 +39,38 @@ struct Group {
   std::array<MatmulOutput, kMaxSharedOutputs> out{};
   int count = 0;
   std::array<int64_t, kMaxSharedOutputs + 1> start{};  // start[j]: first virtual index of product j
+  std::array<double, kMaxSharedOutputs> index_bytes{};  // weight bytes per index of product j
+  double bytes = 0;
 
   Group(std::initializer_list<MatmulOutput> outputs, int64_t (*size)(const WeightMatrix&)) {
     for (const MatmulOutput& o : outputs) {
       out[count] = o;
       start[count + 1] = start[count] + size(*o.W);
+      index_bytes[count] = static_cast<double>(o.W->rows) * static_cast<double>(o.W->row_bytes) / size(*o.W);
+      bytes += index_bytes[count] * (start[count + 1] - start[count]);
       ++count;
     }
   }
   int64_t total() const { return start[count]; }
+  // The index where thread t of nt starts when every thread gets the same weight bytes: the
+  // products of a group can differ in type (Q4_K_M's Q, K and V: Q4_K, Q4_K, Q6_K), and a split
+  // by index would leave one thread the heavier part.
+  int64_t split(int t, int nt) const {
+    double left = bytes * t / nt;
+    for (int j = 0; j < count; ++j) {
+      const double b = index_bytes[j] * (start[j + 1] - start[j]);
+      if (left < b) return start[j] + static_cast<int64_t>(left / index_bytes[j] + 0.5);
+      left -= b;
+    }
+    return total();
+  }
   const WeightMatrix& first() const { return *out[0].W; }
-  // Calls fn(product, local begin, local end) for each product [begin, end) overlaps.
+  // Calls fn(product index, local begin, local end) for each product [begin, end) overlaps.
   template <class F>
   void for_each(int64_t begin, int64_t end, F&& fn) const {
     for (int j = 0; j < count; ++j) {
       const int64_t b = std::max(begin, start[j]), e = std::min(end, start[j + 1]);
-      if (b < e) fn(out[j], b - start[j], e - start[j]);
+      if (b < e) fn(j, b - start[j], e - start[j]);
     }
   }
 };
@@ -73,14 +90,21 @@ void matmul_q(ThreadPool& pool, const Group& units, const float* x, int64_t n, c
   pool.parallel_for(n, [&](int64_t begin, int64_t end, int) {
     for (int64_t t = begin; t < end; ++t) act.from_float(x + t * cols, scratch.xq + t * xq_bytes, cols);
   });
+  const size_t panel_act_bytes = kernels::panel_act_bytes(scratch.max_cols);
+  for (int j = 0; j < units.count && n == 1; ++j) {
+    const WeightMatrix& W = *units.out[j].W;
+    if (W.panels) kernels::panel_act(W.type, scratch.xq, cols, scratch.panel_act + j * panel_act_bytes);
+  }
   const int64_t chunk = std::max<int64_t>(1, row_chunk(pool, units.total() * P) / P);
-  pool.parallel_for_stealing(units.total(), chunk, [&](int64_t begin, int64_t end, int thread) {
-    units.for_each(begin, end, [&](const MatmulOutput& o, int64_t u0, int64_t u1) {
+  auto split = [&](int t, int nt) { return units.split(t, nt); };
+  pool.parallel_for_stealing(units.total(), chunk, split, [&](int64_t begin, int64_t end, int thread) {
+    units.for_each(begin, end, [&](int j, int64_t u0, int64_t u1) {
+      const MatmulOutput& o = units.out[j];
       const WeightMatrix& W = *o.W;
       const TypeTraits& tr = *W.traits;
       const int64_t r0 = u0 * P, r1 = std::min(u1 * P, W.rows);
       if (n == 1 && W.panels) {
-        tr.dot_q_panels(W.row(r0), u1 - u0, scratch.xq, cols, o.y + r0);
+        tr.dot_q_panels(W.row(r0), u1 - u0, scratch.xq, scratch.panel_act + j * panel_act_bytes, cols, o.y + r0);
       } else if (n == 1 && tr.dot_q_wrows != nullptr) {
         tr.dot_q_wrows(W.row(r0), W.row_bytes, r1 - r0, scratch.xq, cols, o.y + r0);
       } else {
@@ -111,7 +135,8 @@ void matmul_bf16(ThreadPool& pool, const Group& g, const float* x, int64_t n, co
   const int64_t run = std::max<int64_t>(1, g.total() / (4 * static_cast<int64_t>(pool.size())));
   pool.parallel_for_dynamic(g.total(), run, [&](int64_t begin, int64_t end, int thread) {
     uint8_t* buf = thread_wbuf(scratch, thread);
-    g.for_each(begin, end, [&](const MatmulOutput& o, int64_t b0, int64_t b1) {
+    g.for_each(begin, end, [&](int j, int64_t b0, int64_t b1) {
+      const MatmulOutput& o = g.out[j];
       const WeightMatrix& W = *o.W;
       kernels::Bf16WeightRows w;
       w.row_bytes = W.row_bytes;

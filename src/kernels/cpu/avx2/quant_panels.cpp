@@ -43,76 +43,68 @@ inline __m256i byte_to_pair16(__m256i v, int b) {
   return _mm256_or_si256(x, _mm256_slli_epi32(x, 16));
 }
 
-inline void add_to_output(float* y, __m256 sum, bool first) {
-  _mm256_storeu_ps(y, first ? sum : _mm256_add_ps(_mm256_loadu_ps(y), sum));
-}
-
 }  // namespace
 
 // ---- Q4_K x Q8_K ----------------------------------------------------------------------------
 // As the AVX-512 kernel. The int16 sums: a sub-block's 32 weights (<= 15) times activations
 // (|a| <= 127) give 16 products per lane, <= 30480; the mins' digit products <= 2 * 2 * 63 * 64.
-void q4_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, int64_t n, float* y) {
-  constexpr int64_t kSeg = 64;
+void q4_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, const void* act, int64_t n,
+                          float* y) {
   constexpr size_t kUnit = R * sizeof(BlockQ4_K);
   const BlockQ8_K* a = static_cast<const BlockQ8_K*>(xq);
   const int64_t nb = n / kQKK;
   const size_t panel_bytes = kUnit * static_cast<size_t>(nb);
-  alignas(32) int8_t bl[kSeg][8], bh[kSeg][8];
+  const K4PanelAct* digits = static_cast<const K4PanelAct*>(act);
   const __m256i m3f = _mm256_set1_epi8(0x3f), m0f = _mm256_set1_epi8(0x0f), m03 = _mm256_set1_epi8(0x03);
   const __m256i ones16 = _mm256_set1_epi16(1);
-  for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {
-    const int64_t s1 = std::min(nb, s0 + kSeg);
-    for (int64_t i = s0; i < s1; ++i) k4_sum_digits(a[i], bh[i - s0], bl[i - s0]);
-    for (int64_t p = 0; p < npanels; ++p) {
-      const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
-      __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-      __m256 acc_min[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-      for (int64_t i = s0; i < s1; ++i) {
-        const uint8_t* blk = w + i * kUnit;
-        prefetch_line(blk);
-        prefetch_line(blk + 64);
-        prefetch_line(blk + 128);
-        prefetch_line(blk + 192);
-        const uint8_t* aq = reinterpret_cast<const uint8_t*>(a[i].qs);
-        const int64_t si = i - s0;
-        for (int h = 0; h < 2; ++h) {
-          const __m256i sc0 = load_half(blk + 64, h), sc1 = load_half(blk + 128, h), sc2 = load_half(blk + 192, h);
-          const __m256i sc_lo = _mm256_and_si256(sc0, m3f);
-          const __m256i mn_lo = _mm256_and_si256(sc1, m3f);
-          const __m256i sc_hi = _mm256_or_si256(_mm256_and_si256(sc2, m0f),
-                                                _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(sc0, 6), m03), 4));
-          const __m256i mn_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(sc2, 4), m0f),
-                                                _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(sc1, 6), m03), 4));
-          __m256i isum = _mm256_setzero_si256();
-          for (int j = 0; j < 4; ++j) {
-            __m256i lo = _mm256_setzero_si256(), hi = lo;
-            for (int k = 0; k < 8; ++k) {
-              const uint8_t* line = blk + 256 + 64 * (8 * j + k);
-              if (h == 0) prefetch_line(line);
-              const __m256i q = load_half(line, h);
-              lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(_mm256_and_si256(q, m0f), bcast32(aq + 64 * j + 4 * k)));
-              hi = _mm256_add_epi16(
-                  hi, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m0f), bcast32(aq + 64 * j + 32 + 4 * k)));
-            }
-            const __m256i scv = j < 2 ? sc_lo : sc_hi;
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(lo, byte_to_pair16(scv, 2 * (j & 1))));
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(hi, byte_to_pair16(scv, 2 * (j & 1) + 1)));
+  for (int64_t p = 0; p < npanels; ++p) {
+    const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m256 acc_min[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t i = 0; i < nb; ++i) {
+      const uint8_t* blk = w + i * kUnit;
+      prefetch_line(blk);
+      prefetch_line(blk + 64);
+      prefetch_line(blk + 128);
+      prefetch_line(blk + 192);
+      const uint8_t* aq = reinterpret_cast<const uint8_t*>(a[i].qs);
+      const auto& dg = digits[i];
+      for (int h = 0; h < 2; ++h) {
+        const __m256i sc0 = load_half(blk + 64, h), sc1 = load_half(blk + 128, h), sc2 = load_half(blk + 192, h);
+        const __m256i sc_lo = _mm256_and_si256(sc0, m3f);
+        const __m256i mn_lo = _mm256_and_si256(sc1, m3f);
+        const __m256i sc_hi = _mm256_or_si256(_mm256_and_si256(sc2, m0f),
+                                              _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(sc0, 6), m03), 4));
+        const __m256i mn_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(sc2, 4), m0f),
+                                              _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(sc1, 6), m03), 4));
+        __m256i isum = _mm256_setzero_si256();
+        for (int j = 0; j < 4; ++j) {
+          __m256i lo = _mm256_setzero_si256(), hi = lo;
+          for (int k = 0; k < 8; ++k) {
+            const uint8_t* line = blk + 256 + 64 * (8 * j + k);
+            if (h == 0) prefetch_line(line);
+            const __m256i q = load_half(line, h);
+            lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(_mm256_and_si256(q, m0f), bcast32(aq + 64 * j + 4 * k)));
+            hi = _mm256_add_epi16(
+                hi, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m0f), bcast32(aq + 64 * j + 32 + 4 * k)));
           }
-          const __m256i mh = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(mn_lo, bcast32(bh[si])),
-                                                                _mm256_maddubs_epi16(mn_hi, bcast32(bh[si] + 4))),
-                                               ones16);
-          const __m256i ml = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(mn_lo, bcast32(bl[si])),
-                                                                _mm256_maddubs_epi16(mn_hi, bcast32(bl[si] + 4))),
-                                               ones16);
-          const __m256i mins = _mm256_add_epi32(_mm256_slli_epi32(mh, 6), ml);
-          const __m256 ad = _mm256_set1_ps(a[i].d);
-          acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(load_f16x8(blk, h), ad), acc[h]);
-          acc_min[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_mul_ps(load_f16x8(blk + 32, h), ad), acc_min[h]);
+          const __m256i scv = j < 2 ? sc_lo : sc_hi;
+          isum = _mm256_add_epi32(isum, _mm256_madd_epi16(lo, byte_to_pair16(scv, 2 * (j & 1))));
+          isum = _mm256_add_epi32(isum, _mm256_madd_epi16(hi, byte_to_pair16(scv, 2 * (j & 1) + 1)));
         }
+        const __m256i mh = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(mn_lo, bcast32(dg.h)),
+                                                              _mm256_maddubs_epi16(mn_hi, bcast32(dg.h + 4))),
+                                             ones16);
+        const __m256i ml = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(mn_lo, bcast32(dg.l)),
+                                                              _mm256_maddubs_epi16(mn_hi, bcast32(dg.l + 4))),
+                                             ones16);
+        const __m256i mins = _mm256_add_epi32(_mm256_slli_epi32(mh, 6), ml);
+        const __m256 ad = _mm256_set1_ps(a[i].d);
+        acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(load_f16x8(blk, h), ad), acc[h]);
+        acc_min[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_mul_ps(load_f16x8(blk + 32, h), ad), acc_min[h]);
       }
-      for (int h = 0; h < 2; ++h) add_to_output(y + p * R + 8 * h, _mm256_sub_ps(acc[h], acc_min[h]), s0 == 0);
     }
+    for (int h = 0; h < 2; ++h) _mm256_storeu_ps(y + p * R + 8 * h, _mm256_sub_ps(acc[h], acc_min[h]));
   }
 }
 
@@ -120,81 +112,77 @@ void q4_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, i
 // As the AVX-512 kernel. The int16 sums: two vpmaddubsw of 6-bit weights (<= 63) times
 // activations (|a| <= 127) per lane, <= 32004, widened with the group scale by vpmaddwd; the
 // bsum correction's digit products, two scale lines' worth, <= 2 * 2 * 63 * 128.
-void q6_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, int64_t n, float* y) {
-  constexpr int64_t kSeg = 64;
+void q6_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, const void* act, int64_t n,
+                          float* y) {
   constexpr size_t kUnit = R * 2 * sizeof(BlockQ6_K);
   const BlockQ8_K* a = static_cast<const BlockQ8_K*>(xq);
   const int64_t nb = n / kQKK;
   const size_t panel_bytes = kUnit * static_cast<size_t>(nb / 2);
-  alignas(32) uint8_t bl[kSeg][16], bh[kSeg][16];
+  const Q6PanelAct* digits = static_cast<const Q6PanelAct*>(act);
   const __m256i m0f = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
   const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
-  for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {
-    const int64_t s1 = std::min(nb, s0 + kSeg);
-    for (int64_t i = s0; i < s1; ++i) q6_sum_digits(a[i], bh[i - s0], bl[i - s0]);
-    for (int64_t p = 0; p < npanels; ++p) {
-      const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
-      __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-      for (int64_t i = s0; i < s1; ++i) {
-        const int64_t h2 = i & 1;
-        const uint8_t* unit = w + (i / 2) * kUnit;
-        const uint8_t* blk = unit + 64 + 3328 * h2;
-        const uint8_t* aq = reinterpret_cast<const uint8_t*>(a[i].qs);
-        const int64_t si = i - s0;
-        if (h2 == 0) prefetch_line(unit);
-        for (int s = 0; s < 4; ++s) prefetch_line(blk + 64 * s);
-        const __m256 ad = _mm256_set1_ps(a[i].d);
-        for (int hf = 0; hf < 2; ++hf) {
-          // Two scale lines' digit products per int16 lane (<= 2 * 2 * 63 * 128) before widening.
-          __m256i sc[4], ch = _mm256_setzero_si256(), cl = ch, c1 = ch;
-          for (int s = 0; s < 4; s += 2) {
-            sc[s] = load_half(blk + 64 * s, hf);
-            sc[s + 1] = load_half(blk + 64 * (s + 1), hf);
-            const __m256i h16 = _mm256_add_epi16(_mm256_maddubs_epi16(bcast32(bh[si] + 4 * s), sc[s]),
-                                                 _mm256_maddubs_epi16(bcast32(bh[si] + 4 * s + 4), sc[s + 1]));
-            const __m256i l16 = _mm256_add_epi16(_mm256_maddubs_epi16(bcast32(bl[si] + 4 * s), sc[s]),
-                                                 _mm256_maddubs_epi16(bcast32(bl[si] + 4 * s + 4), sc[s + 1]));
-            ch = _mm256_add_epi32(ch, _mm256_madd_epi16(h16, ones16));
-            cl = _mm256_add_epi32(cl, _mm256_madd_epi16(l16, ones16));
-            c1 = _mm256_add_epi16(c1, _mm256_add_epi16(_mm256_maddubs_epi16(ones8, sc[s]), _mm256_maddubs_epi16(ones8, sc[s + 1])));
-          }
-          const __m256i corr = _mm256_sub_epi32(_mm256_add_epi32(_mm256_slli_epi32(ch, 6), cl),
-                                                _mm256_slli_epi32(_mm256_madd_epi16(c1, ones16), 11));
-          __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5));
-          for (int h = 0; h < 2; ++h) {
-            const uint8_t* half = blk + 256 + 1536 * h;
-            for (int q = 0; q < 4; ++q) {
-              __m256i ul[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, uh[2] = {ul[0], ul[0]};
-              for (int t = 0; t < 4; ++t) {
-                const int kk = 4 * q + t;
-                if (hf == 0) {
-                  if (q < 2) prefetch_line(half + 64 * kk);  // the qh lines, once each
-                  prefetch_line(half + 512 + 64 * kk);
-                }
-                const __m256i ql = load_half(half + 512 + 64 * kk, hf);
-                const __m256i hb = load_half(half + 64 * (kk % 8), hf);
-                const __m256i hl = q < 2 ? _mm256_slli_epi16(hb, 4) : _mm256_slli_epi16(hb, 2);
-                const __m256i hh = q < 2 ? hb : _mm256_srli_epi16(hb, 2);
-                const __m256i lo = _mm256_or_si256(_mm256_and_si256(ql, m0f), _mm256_and_si256(hl, m30));
-                const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql, 4), m0f), _mm256_and_si256(hh, m30));
-                ul[t / 2] = _mm256_add_epi16(ul[t / 2], _mm256_maddubs_epi16(lo, bcast32(aq + 128 * h + 4 * kk)));
-                uh[t / 2] = _mm256_add_epi16(uh[t / 2], _mm256_maddubs_epi16(hi, bcast32(aq + 128 * h + 64 + 4 * kk)));
-              }
-              // Group scales, sign-extended from byte g % 4 of scale dword g / 4, as int16 pairs.
-              const int gl = 8 * h + q, gh = 8 * h + 4 + q;
-              const __m256i sl = _mm256_srai_epi32(_mm256_slli_epi32(sc[gl / 4], 24 - 8 * (gl % 4)), 24);
-              const __m256i sh = _mm256_srai_epi32(_mm256_slli_epi32(sc[gh / 4], 24 - 8 * (gh % 4)), 24);
-              const __m256i sl16 = _mm256_or_si256(_mm256_and_si256(sl, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(sl, 16));
-              const __m256i sh16 = _mm256_or_si256(_mm256_and_si256(sh, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(sh, 16));
-              isum = _mm256_add_epi32(isum, _mm256_add_epi32(_mm256_madd_epi16(ul[0], sl16), _mm256_madd_epi16(ul[1], sl16)));
-              isum = _mm256_add_epi32(isum, _mm256_add_epi32(_mm256_madd_epi16(uh[0], sh16), _mm256_madd_epi16(uh[1], sh16)));
-            }
-          }
-          acc[hf] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(load_f16x8(unit + 32 * h2, hf), ad), acc[hf]);
+  for (int64_t p = 0; p < npanels; ++p) {
+    const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t i = 0; i < nb; ++i) {
+      const int64_t h2 = i & 1;
+      const uint8_t* unit = w + (i / 2) * kUnit;
+      const uint8_t* blk = unit + 64 + 3328 * h2;
+      const uint8_t* aq = reinterpret_cast<const uint8_t*>(a[i].qs);
+      const auto& dg = digits[i];
+      if (h2 == 0) prefetch_line(unit);
+      for (int s = 0; s < 4; ++s) prefetch_line(blk + 64 * s);
+      const __m256 ad = _mm256_set1_ps(a[i].d);
+      for (int hf = 0; hf < 2; ++hf) {
+        // Two scale lines' digit products per int16 lane (<= 2 * 2 * 63 * 128) before widening.
+        __m256i sc[4], ch = _mm256_setzero_si256(), cl = ch, c1 = ch;
+        for (int s = 0; s < 4; s += 2) {
+          sc[s] = load_half(blk + 64 * s, hf);
+          sc[s + 1] = load_half(blk + 64 * (s + 1), hf);
+          const __m256i h16 = _mm256_add_epi16(_mm256_maddubs_epi16(bcast32(dg.h + 4 * s), sc[s]),
+                                               _mm256_maddubs_epi16(bcast32(dg.h + 4 * s + 4), sc[s + 1]));
+          const __m256i l16 = _mm256_add_epi16(_mm256_maddubs_epi16(bcast32(dg.l + 4 * s), sc[s]),
+                                               _mm256_maddubs_epi16(bcast32(dg.l + 4 * s + 4), sc[s + 1]));
+          ch = _mm256_add_epi32(ch, _mm256_madd_epi16(h16, ones16));
+          cl = _mm256_add_epi32(cl, _mm256_madd_epi16(l16, ones16));
+          c1 = _mm256_add_epi16(c1, _mm256_add_epi16(_mm256_maddubs_epi16(ones8, sc[s]), _mm256_maddubs_epi16(ones8, sc[s + 1])));
         }
+        const __m256i corr = _mm256_sub_epi32(_mm256_add_epi32(_mm256_slli_epi32(ch, 6), cl),
+                                              _mm256_slli_epi32(_mm256_madd_epi16(c1, ones16), 11));
+        __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5));
+        for (int h = 0; h < 2; ++h) {
+          const uint8_t* half = blk + 256 + 1536 * h;
+          for (int q = 0; q < 4; ++q) {
+            __m256i ul[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, uh[2] = {ul[0], ul[0]};
+            for (int t = 0; t < 4; ++t) {
+              const int kk = 4 * q + t;
+              if (hf == 0) {
+                if (q < 2) prefetch_line(half + 64 * kk);  // the qh lines, once each
+                prefetch_line(half + 512 + 64 * kk);
+              }
+              const __m256i ql = load_half(half + 512 + 64 * kk, hf);
+              const __m256i hb = load_half(half + 64 * (kk % 8), hf);
+              const __m256i hl = q < 2 ? _mm256_slli_epi16(hb, 4) : _mm256_slli_epi16(hb, 2);
+              const __m256i hh = q < 2 ? hb : _mm256_srli_epi16(hb, 2);
+              const __m256i lo = _mm256_or_si256(_mm256_and_si256(ql, m0f), _mm256_and_si256(hl, m30));
+              const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql, 4), m0f), _mm256_and_si256(hh, m30));
+              ul[t / 2] = _mm256_add_epi16(ul[t / 2], _mm256_maddubs_epi16(lo, bcast32(aq + 128 * h + 4 * kk)));
+              uh[t / 2] = _mm256_add_epi16(uh[t / 2], _mm256_maddubs_epi16(hi, bcast32(aq + 128 * h + 64 + 4 * kk)));
+            }
+            // Group scales, sign-extended from byte g % 4 of scale dword g / 4, as int16 pairs.
+            const int gl = 8 * h + q, gh = 8 * h + 4 + q;
+            const __m256i sl = _mm256_srai_epi32(_mm256_slli_epi32(sc[gl / 4], 24 - 8 * (gl % 4)), 24);
+            const __m256i sh = _mm256_srai_epi32(_mm256_slli_epi32(sc[gh / 4], 24 - 8 * (gh % 4)), 24);
+            const __m256i sl16 = _mm256_or_si256(_mm256_and_si256(sl, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(sl, 16));
+            const __m256i sh16 = _mm256_or_si256(_mm256_and_si256(sh, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(sh, 16));
+            isum = _mm256_add_epi32(isum, _mm256_add_epi32(_mm256_madd_epi16(ul[0], sl16), _mm256_madd_epi16(ul[1], sl16)));
+            isum = _mm256_add_epi32(isum, _mm256_add_epi32(_mm256_madd_epi16(uh[0], sh16), _mm256_madd_epi16(uh[1], sh16)));
+          }
+        }
+        acc[hf] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(load_f16x8(unit + 32 * h2, hf), ad), acc[hf]);
       }
-      for (int hf = 0; hf < 2; ++hf) add_to_output(y + p * R + 8 * hf, acc[hf], s0 == 0);
     }
+    for (int hf = 0; hf < 2; ++hf) _mm256_storeu_ps(y + p * R + 8 * hf, acc[hf]);
   }
 }
 
@@ -202,42 +190,38 @@ void q6_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, i
 // The weights are stored + 128: back to signed with one xor, then the usual AVX2 sign trick
 // (|w| unsigned times a * sign(w) signed: pairs <= 2 * 128 * 127 fit int16, the activation
 // quantizer keeping |a| <= 127) and vpmaddwd.
-void q8_0_dot_q8_0_panels(const void* panels, int64_t npanels, const void* xq, int64_t n, float* y) {
-  constexpr int64_t kSeg = 512;
+void q8_0_dot_q8_0_panels(const void* panels, int64_t npanels, const void* xq, const void* act, int64_t n,
+                          float* y) {
   constexpr size_t kUnit = R * 2 * sizeof(BlockQ8_0);
   const BlockQ8_0* a = static_cast<const BlockQ8_0*>(xq);
   const int64_t nb = n / kQK;
   const size_t panel_bytes = kUnit * static_cast<size_t>(nb / 2);
-  alignas(32) float ad[kSeg];
+  const Q80PanelAct* as = static_cast<const Q80PanelAct*>(act);
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80)), ones16 = _mm256_set1_epi16(1);
-  for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {
-    const int64_t s1 = std::min(nb, s0 + kSeg);
-    for (int64_t i = s0; i < s1; ++i) ad[i - s0] = simd::h2f(a[i].d);
-    for (int64_t p = 0; p < npanels; ++p) {
-      const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
-      __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-      for (int64_t i = s0; i < s1; i += 2) {
-        const uint8_t* u = w + (i / 2) * kUnit;
-        prefetch_line(u);
-        for (int l = 0; l < 16; ++l) prefetch_line(u + 64 + 64 * l);
-        for (int hf = 0; hf < 2; ++hf) {
-          for (int b = 0; b < 2; ++b) {
-            const uint8_t* aq = reinterpret_cast<const uint8_t*>(a[i + b].qs);
-            __m256i s32 = _mm256_setzero_si256();
-            for (int k = 0; k < 8; ++k) {
-              const __m256i wv = _mm256_xor_si256(load_half(u + 64 + 512 * b + 64 * k, hf), flip);
-              const __m256i av = bcast32(aq + 4 * k);
-              // Pairs: |w| (unsigned, right for -128 too) times a with w's sign (|a| <= 127);
-              // two of them per int16 lane could overflow, so each is widened at once.
-              s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(av, wv)), ones16));
-            }
-            const __m256 f = _mm256_mul_ps(load_f16x8(u + 32 * b, hf), _mm256_set1_ps(ad[i + b - s0]));
-            acc[hf] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32), f, acc[hf]);
+  for (int64_t p = 0; p < npanels; ++p) {
+    const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t i = 0; i < nb; i += 2) {
+      const uint8_t* u = w + (i / 2) * kUnit;
+      prefetch_line(u);
+      for (int l = 0; l < 16; ++l) prefetch_line(u + 64 + 64 * l);
+      for (int hf = 0; hf < 2; ++hf) {
+        for (int b = 0; b < 2; ++b) {
+          const uint8_t* aq = reinterpret_cast<const uint8_t*>(a[i + b].qs);
+          __m256i s32 = _mm256_setzero_si256();
+          for (int k = 0; k < 8; ++k) {
+            const __m256i wv = _mm256_xor_si256(load_half(u + 64 + 512 * b + 64 * k, hf), flip);
+            const __m256i av = bcast32(aq + 4 * k);
+            // Pairs: |w| (unsigned, right for -128 too) times a with w's sign (|a| <= 127);
+            // two of them per int16 lane could overflow, so each is widened at once.
+            s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(av, wv)), ones16));
           }
+          const __m256 f = _mm256_mul_ps(load_f16x8(u + 32 * b, hf), _mm256_set1_ps(as[i + b].d));
+          acc[hf] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32), f, acc[hf]);
         }
       }
-      for (int hf = 0; hf < 2; ++hf) add_to_output(y + p * R + 8 * hf, acc[hf], s0 == 0);
     }
+    for (int hf = 0; hf < 2; ++hf) _mm256_storeu_ps(y + p * R + 8 * hf, acc[hf]);
   }
 }
 
