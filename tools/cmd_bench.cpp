@@ -8,12 +8,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 
 #include "cli_args.h"
 #include "cli_common.h"
 #include "commands.h"
+#include "core/thread_pool.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
 #include "kernels/stream_read.h"
@@ -25,6 +28,12 @@ namespace {
 struct Stats {
   double mean = 0, stddev = 0;
 };
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0 : n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
 
 Stats stats(const std::vector<double>& v) {
   Stats s;
@@ -41,42 +50,62 @@ std::string roofline_cache_path(int threads) {
 }
 
 // Read bandwidth in GB/s: every thread streams its own slice of a 1 GiB buffer (far larger than
-// any cache); the median of several passes.
-double measure_bandwidth(int threads) {
-  const size_t bytes = size_t{1} << 30;
-  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) return 0;
-  madvise(mem, bytes, MADV_HUGEPAGE);
-  uint8_t* buf = static_cast<uint8_t*>(mem);
-  for (size_t i = 0; i < bytes; i += 4096) buf[i] = static_cast<uint8_t>(i >> 12);
-  ThreadPool pool(threads);
-  std::vector<double> gbps;
-  volatile uint64_t sink = 0;
-  for (int pass = 0; pass < 7; ++pass) {
-    const double t0 = now_seconds();
-    const size_t chunk = bytes / 256;
-    pool.parallel_for(static_cast<int64_t>(chunk), [&](int64_t b, int64_t e, int) {
-      sink = sink + kernels::stream_read(buf + b * 256, static_cast<size_t>(e - b) * 256);
-    });
-    gbps.push_back(static_cast<double>(bytes) / (now_seconds() - t0) / 1e9);
+// any cache); the median of `passes` passes.
+class BandwidthProbe {
+ public:
+  explicit BandwidthProbe(int threads) : pool_(threads) {
+    mem_ = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem_ == MAP_FAILED) {
+      mem_ = nullptr;
+      return;
+    }
+    madvise(mem_, kBytes, MADV_HUGEPAGE);
+    uint8_t* buf = static_cast<uint8_t*>(mem_);
+    for (size_t i = 0; i < kBytes; i += 4096) buf[i] = static_cast<uint8_t>(i >> 12);
   }
-  munmap(mem, bytes);
-  std::sort(gbps.begin(), gbps.end());
-  return gbps[gbps.size() / 2];
+  ~BandwidthProbe() {
+    if (mem_ != nullptr) munmap(mem_, kBytes);
+  }
+  BandwidthProbe(const BandwidthProbe&) = delete;
+  BandwidthProbe& operator=(const BandwidthProbe&) = delete;
+
+  double measure(int passes) {
+    if (mem_ == nullptr) return 0;
+    const uint8_t* buf = static_cast<const uint8_t*>(mem_);
+    std::vector<double> gbps;
+    volatile uint64_t sink = 0;
+    for (int pass = 0; pass < passes; ++pass) {
+      const double t0 = now_seconds();
+      pool_.parallel_for(static_cast<int64_t>(kBytes / 256), [&](int64_t b, int64_t e, int) {
+        sink = sink + kernels::stream_read(buf + b * 256, static_cast<size_t>(e - b) * 256);
+      });
+      gbps.push_back(static_cast<double>(kBytes) / (now_seconds() - t0) / 1e9);
+    }
+    return median(gbps);
+  }
+
+ private:
+  static constexpr size_t kBytes = size_t{1} << 30;
+  ThreadPool pool_;
+  void* mem_ = nullptr;
+};
+
+void save_bandwidth(int threads, double gbps) {
+  const std::string path = roofline_cache_path(threads);
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  std::ofstream(path) << gbps << "\n";
 }
 
 // The cached figure for this thread count, measured when absent (or when `remeasure`).
 double bandwidth(int threads, bool remeasure) {
-  std::string path = roofline_cache_path(threads);
   if (!remeasure) {
-    std::ifstream f(path);
+    std::ifstream f(roofline_cache_path(threads));
     double v = 0;
     if (f >> v && v > 0) return v;
   }
-  double v = measure_bandwidth(threads);
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  std::ofstream(path) << v << "\n";
+  const double v = BandwidthProbe(threads).measure(7);
+  save_bandwidth(threads, v);
   return v;
 }
 
@@ -98,7 +127,10 @@ int cmd_bench(int argc, char** argv) {
   ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32 or f16 (default f16)", &kv_type);
   ap.add_flag({"--json"}, "print a JSON array, one object per test (llama-bench's keys)", &json);
   add_load_flags(ap, &load_flags);
-  ap.add_flag({"--roofline"}, "measure the memory read bandwidth again (cached in ~/.cache/ll3)", &roofline);
+  ap.add_flag({"--roofline"},
+              "measure the memory read bandwidth again (cached in ~/.cache/ll3); with -m, before every tg "
+              "repetition, and the percentage is the median of the paired ratios",
+              &roofline);
   if (int rc = ap.parse(argc, argv); rc >= 0) return rc;
   if (n_prompt < 0 || n_gen < 0 || n_depth < 0 || reps < 1) {
     return ap.usage_error("-p, -n and -d must be >= 0 and -r >= 1");
@@ -174,7 +206,11 @@ int cmd_bench(int argc, char** argv) {
     double gbps = 0, bw_pct = 0;
   };
   std::vector<Row> rows;
-  const double bw = n_gen > 0 ? bandwidth(threads, roofline) : 0;
+  // The decode roofline: the cached figure, or with --roofline one measured right before each
+  // tg repetition (the machine's bandwidth moves with its neighbours' load; a ratio of two
+  // figures taken seconds apart moves less than one against a figure from another time).
+  double bw = n_gen > 0 && !roofline ? bandwidth(threads, false) : 0;
+  std::unique_ptr<BandwidthProbe> probe = n_gen > 0 && roofline ? std::make_unique<BandwidthProbe>(threads) : nullptr;
   const std::string at_depth = n_depth > 0 ? " @ d" + std::to_string(n_depth) : "";  // llama-bench's naming
   if (n_prompt > 0) {
     run_pp();  // warm-up
@@ -184,11 +220,28 @@ int cmd_bench(int argc, char** argv) {
   }
   if (n_gen > 0) {
     run_tg();
-    std::vector<double> v;
-    for (int r = 0; r < reps; ++r) v.push_back(run_tg());
+    const double bytes = static_cast<double>(m.bytes_per_token());
+    std::vector<double> v, bws, pcts;
+    for (int r = 0; r < reps; ++r) {
+      if (probe) {
+        // Each pool's workers spin a few milliseconds after their last job: let them go to
+        // sleep so that the probe and the decode do not share the cores.
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        bws.push_back(probe->measure(3));
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      v.push_back(run_tg());
+      if (probe) pcts.push_back(100.0 * v.back() * bytes / 1e9 / bws.back());
+    }
     Row row{"tg" + std::to_string(n_gen) + at_depth, 0, n_gen, stats(v)};
-    row.gbps = row.ts.mean * static_cast<double>(m.bytes_per_token()) / 1e9;
-    row.bw_pct = bw > 0 ? 100.0 * row.gbps / bw : 0;
+    row.gbps = row.ts.mean * bytes / 1e9;
+    if (probe) {
+      bw = median(bws);
+      row.bw_pct = median(pcts);
+      save_bandwidth(threads, bw);
+    } else {
+      row.bw_pct = bw > 0 ? 100.0 * row.gbps / bw : 0;
+    }
     rows.push_back(row);
   }
 
