@@ -68,12 +68,13 @@ size_t max_row_bytes(const std::vector<std::unique_ptr<TestWeight>>& w) {
   return n;
 }
 
-// y = W x in double from the reference dequantization.
+// y = W x in double from the reference dequantization (of the rows as stored: panels unpacked).
 std::vector<double> reference_product(const WeightMatrix& W, const std::vector<float>& x, int64_t n) {
   std::vector<double> y(static_cast<size_t>(n * W.rows));
   std::vector<float> row(static_cast<size_t>(W.cols));
+  std::vector<uint8_t> unpacked(W.row_bytes);  // row r of a panel-layout matrix
   for (int64_t r = 0; r < W.rows; ++r) {
-    type_traits_ref(W.type)->to_float(W.row(r), row.data(), W.cols);
+    type_traits_ref(W.type)->to_float(W.row_in(r, unpacked.data()), row.data(), W.cols);
     for (int64_t t = 0; t < n; ++t) {
       double s = 0;
       for (int64_t i = 0; i < W.cols; ++i) s += static_cast<double>(row[i]) * x[t * W.cols + i];
@@ -83,12 +84,23 @@ std::vector<double> reference_product(const WeightMatrix& W, const std::vector<f
   return y;
 }
 
-void check_group(const std::vector<DType>& types, int64_t n, bool int8, std::mt19937& rng) {
-  constexpr int64_t kCols = 256;
+// panels: every weight that can take the decode panel layout is repacked into it (each product
+// of a group then needs its own type's panel_act), and the row counts are multiples of 16.
+void check_group(const std::vector<DType>& types, int64_t n, bool int8, std::mt19937& rng, bool panels = false) {
+  const int64_t kCols = panels ? 512 : 256;  // Q6_K panels take two blocks per unit
   const int64_t row_counts[] = {96, 40, 33};
+  const int64_t panel_row_counts[] = {96, 48, 32};
   ThreadPool pool(2);
   std::vector<std::unique_ptr<TestWeight>> w;
-  for (size_t j = 0; j < types.size(); ++j) w.push_back(random_weight(types[j], row_counts[j], kCols, rng));
+  for (size_t j = 0; j < types.size(); ++j) {
+    w.push_back(random_weight(types[j], panels ? panel_row_counts[j] : row_counts[j], kCols, rng));
+    WeightMatrix& W = w.back()->W;
+    if (panels && type_traits(W.type)->dot_q_panels != nullptr && kernels::panel_layout_exists(W.type, W.rows, W.cols)) {
+      kernels::panel_pack_matrix(W.type, w.back()->bytes.data(), W.rows, W.cols);
+      W.panels = true;
+    }
+    if (panels && type_traits(W.type)->dot_q_panels != nullptr) ASSERT_TRUE(W.panels) << dtype_name(W.type);
+  }
   const std::vector<float> x = test::random_normal(static_cast<size_t>(n * kCols), rng());
   const TestScratch ts(pool, n, kCols, int8, max_row_bytes(w));
   const MatmulScratch& s = ts.s;
@@ -124,6 +136,8 @@ TEST(Matmul, SharedInputGroupEqualsSeparateProducts) {
       check_group({DType::Q4_K, DType::Q6_K, DType::Q4_K}, n, int8, rng);  // one pass (Q8_K activations)
       check_group({DType::Q4_K, DType::Q8_0}, n, int8, rng);               // mixed: separate passes
       check_group({DType::F16, DType::F16}, n, int8, rng);
+      check_group({DType::Q4_K, DType::Q6_K, DType::Q4_K}, n, int8, rng, true);  // Q4_K_M's Q, K, V in panels
+      check_group({DType::Q8_0, DType::Q8_0}, n, int8, rng, true);
     }
   }
 }
