@@ -64,10 +64,10 @@ class ThreadPool {
 
   // Splits [0, n) into one contiguous range per thread, which its owner walks front to back in
   // chunks of `chunk`; a thread done with its own range takes over the back half of the
-  // fullest other one. Each thread streams contiguous memory (like parallel_for; decode measured 2-7%
-  // faster than with interleaved chunks), yet a preempted thread does not hold the others at
-  // the barrier (like parallel_for_dynamic). fn(begin, end, thread_index) per chunk; with one
-  // thread, or n <= chunk, one call covers [0, n).
+  // fullest other one. Each thread streams contiguous memory (like parallel_for; decode
+  // measured 2-7% faster than with interleaved chunks), yet a preempted thread does not hold
+  // the others at the barrier (like parallel_for_dynamic). fn(begin, end, thread_index) per
+  // chunk; with one thread, or n <= chunk, one call covers [0, n).
   template <class F>
   void parallel_for_stealing(int64_t n, int64_t chunk, F&& fn) {
     parallel_for_stealing(n, chunk, [n](int t, int nt) { return n * t / nt; }, fn);
