@@ -256,6 +256,7 @@ int cmd_bench(int argc, char** argv) {
       if (r.n_gen > 0) {
         o["weights_gbps"] = r.gbps;
         o["read_bandwidth_gbps"] = bw;
+        o["bandwidth_paired"] = roofline;  // measured before each repetition, not the cached figure
         o["bandwidth_pct"] = r.bw_pct;
       }
       out.push_back(o);

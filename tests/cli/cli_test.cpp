@@ -253,6 +253,8 @@ TEST(Cli, BenchJsonHasLlamaBenchKeys) {
   ASSERT_EQ(pj.size(), 1u);
   EXPECT_GT(pj[0]["read_bandwidth_gbps"].get<double>(), 0.0);
   EXPECT_GT(pj[0]["bandwidth_pct"].get<double>(), 0.0);
+  EXPECT_EQ(pj[0]["bandwidth_paired"], true);
+  EXPECT_EQ(j[1]["bandwidth_paired"], false);
   EXPECT_TRUE(std::filesystem::exists(cache)) << "the measured bandwidth is cached";
   auto bad = run_command(ll3() + " bench -m " + tiny() + " -r 0", true);
   EXPECT_EQ(bad.exit_code, 2);
