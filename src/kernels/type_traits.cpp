@@ -102,6 +102,8 @@ void set_quant_kernels(Table& t) {
   LL3_SET(Q6_K, q6_k, q8_k)
 #undef LL3_SET
   if constexpr (std::is_same_v<Isa, Avx2>) {  // the decode loop over rows keeps this ISA's dot_q
+    t[size_t(DType::Q8_K)].from_float = kernels::avx2::q8_k_from_float;  // bit-identical to the reference
+    t[size_t(DType::Q8_0)].from_float = kernels::avx2::q8_0_from_float;
     t[size_t(DType::Q4_K)].dot_q_wrows = wrows_by_dot<kernels::avx2::q4_k_dot_q8_k>;
     t[size_t(DType::Q6_K)].dot_q_wrows = wrows_by_dot<kernels::avx2::q6_k_dot_q8_k>;
     t[size_t(DType::Q8_0)].dot_q_wrows = wrows_by_dot<kernels::avx2::q8_0_dot_q8_0>;

@@ -270,12 +270,22 @@ TEST(QuantIntDot, WeightRowsMatchReference) {
 
 // The SIMD activation quantizers give the reference's bytes, on data with exact ties (x * id
 // landing on .5), repeated extremes of both signs, zeros and a wide range of scales.
-TEST(QuantIntDot, Avx512ActivationQuantizersAreExact) {
-  if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "CPU lacks the avx512 kernel set";
-  struct {
+TEST(QuantIntDot, SimdActivationQuantizersAreExact) {
+  struct Case {
     DType type;
     void (*simd)(const float*, void*, int64_t);
-  } cases[] = {{DType::Q8_K, kernels::avx512::q8_k_from_float}, {DType::Q8_0, kernels::avx512::q8_0_from_float}};
+    const char* isa;
+  };
+  std::vector<Case> cases;
+  if (cpu_features().has_avx2_set()) {
+    cases.push_back({DType::Q8_K, kernels::avx2::q8_k_from_float, "avx2"});
+    cases.push_back({DType::Q8_0, kernels::avx2::q8_0_from_float, "avx2"});
+  }
+  if (cpu_features().has_avx512_set()) {
+    cases.push_back({DType::Q8_K, kernels::avx512::q8_k_from_float, "avx512"});
+    cases.push_back({DType::Q8_0, kernels::avx512::q8_0_from_float, "avx512"});
+  }
+  if (cases.empty()) GTEST_SKIP() << "CPU lacks the avx2 and avx512 kernel sets";
   std::mt19937 rng(11);
   for (const auto& c : cases) {
     const int64_t n = 256 * 6;
@@ -295,7 +305,7 @@ TEST(QuantIntDot, Avx512ActivationQuantizersAreExact) {
       std::vector<uint8_t> want(dtype_row_bytes(c.type, n)), got(want.size(), 0xAB);
       type_traits_ref(c.type)->from_float(x.data(), want.data(), n);
       c.simd(x.data(), got.data(), n);
-      ASSERT_EQ(want, got) << dtype_name(c.type) << " trial " << trial;
+      ASSERT_EQ(want, got) << c.isa << " " << dtype_name(c.type) << " trial " << trial;
     }
   }
 }

@@ -120,22 +120,26 @@ void q8_0_rows(const void* row, const void* xq, size_t stride, int64_t n, float*
   for (; i + 2 <= nb; i += 2) {
     const __m256i q0 = load32(w[i].qs), q1 = load32(w[i + 1].qs);
     const __m256i aq0 = _mm256_sign_epi8(q0, q0), aq1 = _mm256_sign_epi8(q1, q1);
-    // f[0], f[1]: the weight blocks' scales; f[8 + x], f[12 + x]: activation row x's.
+    // h[0], h[1]: the weight blocks' scales; h[8 + x], h[12 + x]: activation row x's.
     alignas(16) uint16_t h[16] = {w[i].d, w[i + 1].d};
     for (int x = 0; x < NX; ++x) {
       const BlockQ8_0* a = act_row<BlockQ8_0>(xq, stride, x) + i;
       h[8 + x] = a[0].d;
       h[12 + x] = a[1].d;
     }
-    alignas(32) float f[16];
-    _mm256_store_ps(f, _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h))));
-    _mm256_store_ps(f + 8, _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h + 8))));
+    // All 2 x NX scale products in one multiply: f[x] = d_w0 * d_a0(x), f[4 + x] = d_w1 * d_a1(x),
+    // each then broadcast straight from memory.
+    const __m256 fw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
+    const __m256 fa = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h + 8)));
+    const __m256 w01 = _mm256_permutevar8x32_ps(fw, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+    alignas(32) float f[8];
+    _mm256_store_ps(f, _mm256_mul_ps(w01, fa));
     for (int x = 0; x < NX; ++x) {
       const BlockQ8_0* a = act_row<BlockQ8_0>(xq, stride, x) + i;
       const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(aq0, _mm256_sign_epi8(load32(a[0].qs), q0)), ones16);
       const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(aq1, _mm256_sign_epi8(load32(a[1].qs), q1)), ones16);
-      acc[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(f[0] * f[8 + x]), acc[x]);
-      acc[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(f[1] * f[12 + x]), acc[x]);
+      acc[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_broadcast_ss(f + x), acc[x]);
+      acc[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_broadcast_ss(f + 4 + x), acc[x]);
     }
   }
   for (; i < nb; ++i) {
