@@ -143,8 +143,8 @@ TEST(Matmul, SharedInputGroupEqualsSeparateProducts) {
 }
 
 // A matrix repacked into decode panels multiplies like the row layout it came from: on the
-// decode path (its own kernels) up to float rounding, on every other path (rows unpacked
-// from the panels) exactly.
+// paths with panel kernels (decode; prompts of a type with dot_q_panel_rows) up to float
+// rounding, on every other path (rows unpacked from the panels) exactly.
 TEST(Matmul, PanelLayoutGivesTheSameProducts) {
   constexpr int64_t kRows = 48, kCols = 512;
   std::mt19937 rng(22);
@@ -167,7 +167,8 @@ TEST(Matmul, PanelLayoutGivesTheSameProducts) {
         matmul(pool, w->W, x.data(), a.data(), n, s);
         matmul(pool, packed.W, x.data(), b.data(), n, s);
         const std::string what = std::string(dtype_name(type)) + " n=" + std::to_string(n) + (int8 ? " int8" : " float");
-        if (n == 1 && int8) {
+        // Decode, and prompts where the type has a panel prompt kernel, run their own kernels.
+        if (int8 && (n == 1 || type_traits(type)->dot_q_panel_rows != nullptr)) {
           for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * std::fabs(a[i]) + 1e-5) << what << " row " << i;
         } else {
           EXPECT_EQ(a, b) << what;

@@ -189,5 +189,48 @@ TEST(Panels, Avx2DecodeKernelsEqualTheReferenceDot) {
   check_panel_kernel(kCases[2], kernels::avx2::q8_0_dot_q8_0_panels, rng);
 }
 
+// The prompt kernel over panels (TypeTraits::dot_q_panel_rows): every row of every panel against
+// every activation row equals the reference integer dot, for token counts around its passes of 4.
+TEST(Panels, Avx2PanelRowKernelEqualsTheReferenceDot) {
+  if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "no AVX2";
+  std::mt19937 rng(8);
+  const Case& c = kCases[2];  // Q8_0
+  const TypeTraits* tr = type_traits_ref(c.type);
+  const TypeTraits* act = type_traits_ref(tr->vec_dot_type);
+  for (int64_t cols : {int64_t{64}, int64_t{2048}}) {
+    for (bool quantized : {true, false}) {
+      const int64_t rows = 3 * kPanelRows;
+      const size_t rb = dtype_row_bytes(c.type, cols), xb = dtype_row_bytes(tr->vec_dot_type, cols);
+      const std::vector<uint8_t> w = random_rows(c, rows, cols, rng, quantized);
+      std::vector<uint8_t> panels(w.size());
+      for (int64_t p = 0; p < rows / kPanelRows; ++p) {
+        kernels::panel_pack(c.type, w.data() + p * kPanelRows * rb, panels.data() + p * kPanelRows * rb, cols);
+      }
+      for (int64_t nx : {1, 3, 4, 7, 9}) {
+        std::vector<uint8_t> xq(static_cast<size_t>(nx) * xb);
+        for (int64_t x = 0; x < nx; ++x) {
+          const std::vector<float> v = test::random_normal(static_cast<size_t>(cols), rng());
+          act->from_float(v.data(), xq.data() + x * xb, cols);
+        }
+        std::vector<float> y(static_cast<size_t>(nx * rows), NAN);
+        for (int64_t p = 0; p < rows / kPanelRows; ++p) {
+          kernels::avx2::q8_0_dot_q8_0_panel_rows(panels.data() + p * kPanelRows * rb, xq.data(), xb, nx, cols,
+                                                  y.data() + p * kPanelRows, static_cast<size_t>(rows));
+        }
+        for (int64_t x = 0; x < nx; ++x) {
+          for (int64_t r = 0; r < rows; ++r) {
+            const uint8_t* wr = w.data() + r * rb;
+            const uint8_t* ar = xq.data() + x * xb;
+            double terms = 0;  // the tolerance scales with the per-block terms before they cancel
+            for (int64_t b = 0; b < cols / 32; ++b) terms += std::fabs(tr->dot_q(wr + b * 34, ar + b * 34, 32));
+            EXPECT_NEAR(y[x * rows + r], tr->dot_q(wr, ar, cols), 2e-5 * terms + 1e-4)
+                << "cols " << cols << " token " << x << " of " << nx << " row " << r << (quantized ? " quantized" : "");
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ll3

@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/panel_act.h"
 #include "kernels/cpu/prefetch.h"
+#include "kernels/cpu/row_passes.h"
 #include "kernels/panels.h"
 #include "kernels/quant_kernels.h"
 #include "kernels/quant_simd_unpack.h"
@@ -223,6 +224,55 @@ void q8_0_dot_q8_0_panels(const void* panels, int64_t npanels, const void* xq, c
     }
     for (int hf = 0; hf < 2; ++hf) _mm256_storeu_ps(y + p * R + 8 * hf, acc[hf]);
   }
+}
+
+// ---- Q8_0 x Q8_0, several tokens (prompts) ---------------------------------------------------
+// One panel against NX activation rows, 8 weight rows (half a group) at a time: each 32-byte
+// half holds 4 weights of each of 8 rows, so one vpmaddubsw against 4 broadcast activation
+// bytes gives 8 rows' products, against one row's 32 in the row kernel (avx2/quant_rows.cpp),
+// and the weights are read from the panel as stored, with no unpacking to rows.
+template <int NX>
+void q8_0_panel_rows(const uint8_t* panel, const void* xq, size_t stride, int64_t n, float* y, size_t y_stride) {
+  constexpr size_t kUnit = R * 2 * sizeof(BlockQ8_0);
+  const int64_t nb = n / kQK;
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80)), ones16 = _mm256_set1_epi16(1);
+  for (int hf = 0; hf < 2; ++hf) {
+    __m256 acc[NX];
+    for (int x = 0; x < NX; ++x) acc[x] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+      const uint8_t* u = panel + (i / 2) * kUnit;
+      const int b = static_cast<int>(i & 1);
+      __m256i isum[NX];
+      for (int x = 0; x < NX; ++x) isum[x] = _mm256_setzero_si256();
+      for (int k = 0; k < 8; ++k) {
+        const __m256i w = _mm256_xor_si256(load_half(u + 64 + 512 * b + 64 * k, hf), flip);
+        const __m256i aw = _mm256_sign_epi8(w, w);
+        for (int x = 0; x < NX; ++x) {
+          const BlockQ8_0& a = act_row<BlockQ8_0>(xq, stride, x)[i];
+          // |w| (unsigned) times a with w's sign: pairs <= 2 * 128 * 127, then widened at once.
+          const __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(bcast32(a.qs + 4 * k), w));
+          isum[x] = _mm256_add_epi32(isum[x], _mm256_madd_epi16(p, ones16));
+        }
+      }
+      const __m256 dw = load_f16x8(u + 32 * b, hf);
+      for (int x = 0; x < NX; ++x) {
+        const float da = simd::h2f(act_row<BlockQ8_0>(xq, stride, x)[i].d);
+        acc[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[x]), _mm256_mul_ps(dw, _mm256_set1_ps(da)), acc[x]);
+      }
+    }
+    for (int x = 0; x < NX; ++x) _mm256_storeu_ps(y + x * y_stride + 8 * hf, acc[x]);
+  }
+}
+
+template <int NX> struct Q80Panel {
+  static void run(const void* p, const void* a, size_t s, int64_t n, float* y, size_t ys) {
+    q8_0_panel_rows<NX>(static_cast<const uint8_t*>(p), a, s, n, y, ys);
+  }
+};
+
+void q8_0_dot_q8_0_panel_rows(const void* panel, const void* xq, size_t stride, int64_t nx, int64_t n, float* y,
+                              size_t y_stride) {
+  run_row_passes<Q80Panel>(panel, xq, stride, nx, n, y, y_stride);
 }
 
 }  // namespace ll3::kernels::avx2
