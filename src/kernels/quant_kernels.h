@@ -68,9 +68,9 @@ void q8_0_dot_q8_0_panels(const void* panels, int64_t npanels, const void* xq, c
 void q4_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride);
 void q6_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride);
 void q8_0_dot_q8_0_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride);
-// One panel's 16 rows against nx activation rows (TypeTraits::dot_q_panel_rows).
-void q8_0_dot_q8_0_panel_rows(const void* panel, const void* xq, size_t stride, int64_t nx, int64_t n, float* y,
-                              size_t y_stride);
+// npanels panels' rows against nx activation rows (TypeTraits::dot_q_panel_rows).
+void q8_0_dot_q8_0_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
+                              float* y, size_t y_stride);
 // Activation quantizers, bit-identical to the references.
 void q8_k_from_float(const float* src, void* dst, int64_t n);
 void q8_0_from_float(const float* src, void* dst, int64_t n);
@@ -117,6 +117,9 @@ void q8_0_dot_q8_0_wrows(const void* rows, size_t row_stride, int64_t nrows, con
 void q4_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, const void* act, int64_t n, float* y);
 void q6_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, const void* act, int64_t n, float* y);
 void q8_0_dot_q8_0_panels(const void* panels, int64_t npanels, const void* xq, const void* act, int64_t n, float* y);
+// npanels panels' rows against nx activation rows (TypeTraits::dot_q_panel_rows).
+void q8_0_dot_q8_0_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
+                              float* y, size_t y_stride);
 }  // namespace avx512
 
 #undef LL3_QUANT_ROW_KERNELS

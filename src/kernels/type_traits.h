@@ -43,10 +43,11 @@ struct TypeTraits {
   // weight type.
   void (*dot_q_panels)(const void* panels, int64_t npanels, const void* xq, const void* act, int64_t n,
                        float* y) = nullptr;
-  // dot_q_rows for the 16 rows of one panel: y[x * y_stride + r], r < 16, x < nx. The prompt
-  // path of panel-layout matrices where the type has it (else rows are unpacked for dot_q_rows).
-  void (*dot_q_panel_rows)(const void* panel, const void* xq, size_t stride, int64_t nx, int64_t n, float* y,
-                           size_t y_stride) = nullptr;
+  // dot_q_rows for the rows of npanels consecutive panels: y[x * y_stride + r], r < 16 *
+  // npanels, x < nx. The prompt path of panel-layout matrices where the type has it (else rows
+  // are unpacked for dot_q_rows).
+  void (*dot_q_panel_rows)(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
+                           float* y, size_t y_stride) = nullptr;
   // to_float rounded to bf16 (nearest even) in one pass, for the AMX prompt path; nullptr
   // where there is no such kernel (to_float, then round).
   void (*to_bf16)(const void* src, uint16_t* dst, int64_t n) = nullptr;

@@ -189,15 +189,16 @@ TEST(Panels, Avx2DecodeKernelsEqualTheReferenceDot) {
   check_panel_kernel(kCases[2], kernels::avx2::q8_0_dot_q8_0_panels, rng);
 }
 
-// The prompt kernel over panels (TypeTraits::dot_q_panel_rows): every row of every panel against
-// every activation row equals the reference integer dot, for token counts around its passes of 4.
-TEST(Panels, Avx2PanelRowKernelEqualsTheReferenceDot) {
-  if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "no AVX2";
-  std::mt19937 rng(8);
+// The prompt kernels over panels (TypeTraits::dot_q_panel_rows): every row of every panel against
+// every activation row equals the reference integer dot, for token counts around their passes
+// of 4 and rows longer than one prepared segment.
+using PanelRowKernel = void (*)(const void*, int64_t, const void*, size_t, int64_t, int64_t, float*, size_t);
+
+void check_panel_row_kernel(PanelRowKernel fn, std::mt19937& rng) {
   const Case& c = kCases[2];  // Q8_0
   const TypeTraits* tr = type_traits_ref(c.type);
   const TypeTraits* act = type_traits_ref(tr->vec_dot_type);
-  for (int64_t cols : {int64_t{64}, int64_t{2048}}) {
+  for (int64_t cols : {int64_t{64}, int64_t{2048}, int64_t{8256}}) {
     for (bool quantized : {true, false}) {
       const int64_t rows = 3 * kPanelRows;
       const size_t rb = dtype_row_bytes(c.type, cols), xb = dtype_row_bytes(tr->vec_dot_type, cols);
@@ -213,10 +214,7 @@ TEST(Panels, Avx2PanelRowKernelEqualsTheReferenceDot) {
           act->from_float(v.data(), xq.data() + x * xb, cols);
         }
         std::vector<float> y(static_cast<size_t>(nx * rows), NAN);
-        for (int64_t p = 0; p < rows / kPanelRows; ++p) {
-          kernels::avx2::q8_0_dot_q8_0_panel_rows(panels.data() + p * kPanelRows * rb, xq.data(), xb, nx, cols,
-                                                  y.data() + p * kPanelRows, static_cast<size_t>(rows));
-        }
+        fn(panels.data(), rows / kPanelRows, xq.data(), xb, nx, cols, y.data(), static_cast<size_t>(rows));
         for (int64_t x = 0; x < nx; ++x) {
           for (int64_t r = 0; r < rows; ++r) {
             const uint8_t* wr = w.data() + r * rb;
@@ -230,6 +228,13 @@ TEST(Panels, Avx2PanelRowKernelEqualsTheReferenceDot) {
       }
     }
   }
+}
+
+TEST(Panels, PanelRowKernelsEqualTheReferenceDot) {
+  std::mt19937 rng(8);
+  if (cpu_features().has_avx2_set()) check_panel_row_kernel(kernels::avx2::q8_0_dot_q8_0_panel_rows, rng);
+  if (cpu_features().has_avx512_set()) check_panel_row_kernel(kernels::avx512::q8_0_dot_q8_0_panel_rows, rng);
+  if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "no AVX2";
 }
 
 }  // namespace

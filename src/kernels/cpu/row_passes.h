@@ -35,4 +35,22 @@ void run_row_passes(const void* row, const void* xq, size_t stride, int64_t nx, 
   }
 }
 
+// The same for kernels over npanels panels (TypeTraits::dot_q_panel_rows):
+// K<NX>::run(panels, npanels, xq, stride, n, y, y_stride).
+template <template <int> class K>
+void run_panel_row_passes(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
+                          float* y, size_t y_stride) {
+  int64_t x = 0;
+  for (; x + kMaxRowPass <= nx; x += kMaxRowPass) {
+    K<kMaxRowPass>::run(panels, npanels, act_row<uint8_t>(xq, stride, x), stride, n, y + x * y_stride, y_stride);
+  }
+  const uint8_t* rest = act_row<uint8_t>(xq, stride, x);
+  switch (nx - x) {
+    case 3: K<3>::run(panels, npanels, rest, stride, n, y + x * y_stride, y_stride); break;
+    case 2: K<2>::run(panels, npanels, rest, stride, n, y + x * y_stride, y_stride); break;
+    case 1: K<1>::run(panels, npanels, rest, stride, n, y + x * y_stride, y_stride); break;
+    default: break;
+  }
+}
+
 }  // namespace ll3::kernels

@@ -265,14 +265,17 @@ void q8_0_panel_rows(const uint8_t* panel, const void* xq, size_t stride, int64_
 }
 
 template <int NX> struct Q80Panel {
-  static void run(const void* p, const void* a, size_t s, int64_t n, float* y, size_t ys) {
-    q8_0_panel_rows<NX>(static_cast<const uint8_t*>(p), a, s, n, y, ys);
+  static void run(const void* panels, int64_t npanels, const void* a, size_t s, int64_t n, float* y, size_t ys) {
+    const size_t panel_bytes = R * dtype_row_bytes(DType::Q8_0, n);
+    for (int64_t p = 0; p < npanels; ++p) {
+      q8_0_panel_rows<NX>(static_cast<const uint8_t*>(panels) + p * panel_bytes, a, s, n, y + p * R, ys);
+    }
   }
 };
 
-void q8_0_dot_q8_0_panel_rows(const void* panel, const void* xq, size_t stride, int64_t nx, int64_t n, float* y,
-                              size_t y_stride) {
-  run_row_passes<Q80Panel>(panel, xq, stride, nx, n, y, y_stride);
+void q8_0_dot_q8_0_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
+                              float* y, size_t y_stride) {
+  run_panel_row_passes<Q80Panel>(panels, npanels, xq, stride, nx, n, y, y_stride);
 }
 
 }  // namespace ll3::kernels::avx2

@@ -14,6 +14,7 @@
 
 #include "kernels/cpu/panel_act.h"
 #include "kernels/cpu/prefetch.h"
+#include "kernels/cpu/row_passes.h"
 #include "kernels/panels.h"
 #include "kernels/quant_kernels.h"
 #include "kernels/quant_simd_unpack.h"
@@ -210,6 +211,70 @@ void q8_0_dot_q8_0_panels(const void* panels, int64_t npanels, const void* xq, c
     }
     _mm512_storeu_ps(y + p * R, _mm512_add_ps(acc0, acc1));
   }
+}
+
+// ---- Q8_0 x Q8_0, several tokens (prompts) ---------------------------------------------------
+// As the decode kernel, with the 64 weight bytes of a group loaded once for NX tokens: one
+// vpdpbusd per group and token gives 16 rows' products (the row kernel, avx512/
+// quant_vnni_rows.cpp, gets one row's from each). The tokens' block sums (for the + 128 the
+// panels store) and scales are prepared per segment of blocks for all the panels of the call.
+template <int NX>
+void q8_0_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, size_t stride, int64_t n, float* y,
+                     size_t y_stride) {
+  constexpr int64_t kSeg = 128;  // activation blocks prepared at a time (even)
+  constexpr size_t kUnit = R * 2 * sizeof(BlockQ8_0);
+  const int64_t nb = n / kQK;
+  const size_t panel_bytes = kUnit * static_cast<size_t>(nb / 2);
+  alignas(64) int32_t asum[kSeg][NX];
+  alignas(64) float ad[kSeg][NX];
+  for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {
+    const int64_t s1 = std::min(nb, s0 + kSeg);
+    for (int64_t i = s0; i < s1; ++i) {
+      for (int x = 0; x < NX; ++x) {
+        const BlockQ8_0& a = act_row<BlockQ8_0>(xq, stride, x)[i];
+        int sum = 0;
+        for (int j = 0; j < kQK; ++j) sum += a.qs[j];
+        asum[i - s0][x] = 128 * sum;
+        ad[i - s0][x] = simd::h2f(a.d);
+      }
+    }
+    for (int64_t p = 0; p < npanels; ++p) {
+      const uint8_t* w = panels + p * panel_bytes;
+      __m512 acc[NX];
+      for (int x = 0; x < NX; ++x) acc[x] = _mm512_setzero_ps();
+      for (int64_t i = s0; i < s1; ++i) {
+        const uint8_t* u = w + (i / 2) * kUnit;
+        const int64_t b = i & 1;
+        __m512i isum[NX];
+        for (int x = 0; x < NX; ++x) isum[x] = _mm512_set1_epi32(-asum[i - s0][x]);
+        LL3_UNROLL for (int k = 0; k < 8; ++k) {
+          const __m512i g = _mm512_loadu_si512(u + 64 + 512 * b + 64 * k);
+          for (int x = 0; x < NX; ++x) {
+            isum[x] = _mm512_dpbusd_epi32(isum[x], g, bcast32(act_row<BlockQ8_0>(xq, stride, x)[i].qs + 4 * k));
+          }
+        }
+        const __m512 dw = load_f16x16(u + 32 * b);
+        for (int x = 0; x < NX; ++x) {
+          acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[x]), _mm512_mul_ps(dw, _mm512_set1_ps(ad[i - s0][x])), acc[x]);
+        }
+      }
+      for (int x = 0; x < NX; ++x) {
+        float* out = y + x * y_stride + p * R;
+        _mm512_storeu_ps(out, s0 == 0 ? acc[x] : _mm512_add_ps(_mm512_loadu_ps(out), acc[x]));
+      }
+    }
+  }
+}
+
+template <int NX> struct Q80Panel {
+  static void run(const void* panels, int64_t npanels, const void* a, size_t s, int64_t n, float* y, size_t ys) {
+    q8_0_panel_rows<NX>(static_cast<const uint8_t*>(panels), npanels, a, s, n, y, ys);
+  }
+};
+
+void q8_0_dot_q8_0_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
+                              float* y, size_t y_stride) {
+  run_panel_row_passes<Q80Panel>(panels, npanels, xq, stride, nx, n, y, y_stride);
 }
 
 }  // namespace ll3::kernels::avx512
