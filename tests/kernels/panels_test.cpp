@@ -194,11 +194,13 @@ TEST(Panels, Avx2DecodeKernelsEqualTheReferenceDot) {
 // of 4 and rows longer than one prepared segment.
 using PanelRowKernel = void (*)(const void*, int64_t, const void*, size_t, int64_t, int64_t, float*, size_t);
 
-void check_panel_row_kernel(PanelRowKernel fn, std::mt19937& rng) {
-  const Case& c = kCases[2];  // Q8_0
+void check_panel_row_kernel(const Case& c, PanelRowKernel fn, std::mt19937& rng) {
   const TypeTraits* tr = type_traits_ref(c.type);
   const TypeTraits* act = type_traits_ref(tr->vec_dot_type);
-  for (int64_t cols : {int64_t{64}, int64_t{2048}, int64_t{8256}}) {
+  const DTypeInfo wi = dtype_info(c.type), ai = dtype_info(tr->vec_dot_type);
+  // One unit; the 1B shapes; more blocks than the kernels prepare at a time.
+  const int64_t unit = c.type == DType::Q8_0 ? 64 : 512;
+  for (int64_t cols : {unit, int64_t{2048}, c.type == DType::Q8_0 ? int64_t{8256} : int64_t{8704}}) {
     for (bool quantized : {true, false}) {
       const int64_t rows = 3 * kPanelRows;
       const size_t rb = dtype_row_bytes(c.type, cols), xb = dtype_row_bytes(tr->vec_dot_type, cols);
@@ -220,7 +222,9 @@ void check_panel_row_kernel(PanelRowKernel fn, std::mt19937& rng) {
             const uint8_t* wr = w.data() + r * rb;
             const uint8_t* ar = xq.data() + x * xb;
             double terms = 0;  // the tolerance scales with the per-block terms before they cancel
-            for (int64_t b = 0; b < cols / 32; ++b) terms += std::fabs(tr->dot_q(wr + b * 34, ar + b * 34, 32));
+            for (int64_t b = 0; b < cols / wi.block_size; ++b) {
+              terms += std::fabs(tr->dot_q(wr + b * wi.block_bytes, ar + b * ai.block_bytes, wi.block_size));
+            }
             EXPECT_NEAR(y[x * rows + r], tr->dot_q(wr, ar, cols), 2e-5 * terms + 1e-4)
                 << "cols " << cols << " token " << x << " of " << nx << " row " << r << (quantized ? " quantized" : "");
           }
@@ -232,8 +236,11 @@ void check_panel_row_kernel(PanelRowKernel fn, std::mt19937& rng) {
 
 TEST(Panels, PanelRowKernelsEqualTheReferenceDot) {
   std::mt19937 rng(8);
-  if (cpu_features().has_avx2_set()) check_panel_row_kernel(kernels::avx2::q8_0_dot_q8_0_panel_rows, rng);
-  if (cpu_features().has_avx512_set()) check_panel_row_kernel(kernels::avx512::q8_0_dot_q8_0_panel_rows, rng);
+  if (cpu_features().has_avx2_set()) check_panel_row_kernel(kCases[2], kernels::avx2::q8_0_dot_q8_0_panel_rows, rng);
+  if (cpu_features().has_avx512_set()) {
+    check_panel_row_kernel(kCases[0], kernels::avx512::q4_k_dot_q8_k_panel_rows, rng);
+    check_panel_row_kernel(kCases[2], kernels::avx512::q8_0_dot_q8_0_panel_rows, rng);
+  }
   if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "no AVX2";
 }
 

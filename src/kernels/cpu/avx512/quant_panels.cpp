@@ -213,6 +213,95 @@ void q8_0_dot_q8_0_panels(const void* panels, int64_t npanels, const void* xq, c
   }
 }
 
+// ---- Q4_K x Q8_K, several tokens (prompts) ---------------------------------------------------
+// As the decode kernel, with each group's masked nibbles and each block's scales made once for
+// NX tokens. The high nibbles' products (16 times their value) are divided by 16 per sub-block
+// pair: exact, every term being a multiple of 16.
+template <int NX>
+void q4_k_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, size_t stride, int64_t n, float* y,
+                     size_t y_stride) {
+  constexpr int64_t kSeg = 32;  // activation blocks whose digits are prepared at a time
+  constexpr size_t kUnit = R * sizeof(BlockQ4_K);
+  const int64_t nb = n / kQKK;
+  const size_t panel_bytes = kUnit * static_cast<size_t>(nb);
+  alignas(64) K4PanelAct digits[kSeg][NX];
+  const __m512i m3f = _mm512_set1_epi8(0x3f), m0f = _mm512_set1_epi8(0x0f), m03 = _mm512_set1_epi8(0x03);
+  const __m512i mf0 = _mm512_set1_epi8(static_cast<char>(0xf0));
+  const __m512i ff = _mm512_set1_epi32(0xff);
+  for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {
+    const int64_t s1 = std::min(nb, s0 + kSeg);
+    for (int64_t i = s0; i < s1; ++i) {
+      for (int x = 0; x < NX; ++x) panel_act(DType::Q4_K, &act_row<BlockQ8_K>(xq, stride, x)[i], kQKK, &digits[i - s0][x]);
+    }
+    for (int64_t p = 0; p < npanels; ++p) {
+      const uint8_t* w = panels + p * panel_bytes;
+      __m512 acc[NX];
+      for (int x = 0; x < NX; ++x) acc[x] = _mm512_setzero_ps();
+      for (int64_t i = s0; i < s1; ++i) {
+        const uint8_t* blk = w + i * kUnit;
+        const __m512i sc0 = _mm512_loadu_si512(blk + 64), sc1 = _mm512_loadu_si512(blk + 128);
+        const __m512i sc2 = _mm512_loadu_si512(blk + 192);
+        const __m512i sc_lo = _mm512_and_si512(sc0, m3f);
+        const __m512i mn_lo = _mm512_and_si512(sc1, m3f);
+        const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(sc2, m0f),
+                                              _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(sc0, 6), m03), 4));
+        const __m512i mn_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(sc2, 4), m0f),
+                                              _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(sc1, 6), m03), 4));
+        __m512i isum[NX];
+        for (int x = 0; x < NX; ++x) isum[x] = _mm512_setzero_si512();
+        for (int j = 0; j < 4; ++j) {
+          __m512i lo[NX], hi[NX];
+          for (int x = 0; x < NX; ++x) lo[x] = hi[x] = _mm512_setzero_si512();
+          LL3_UNROLL for (int k = 0; k < 8; ++k) {
+            const __m512i q = _mm512_loadu_si512(blk + 256 + 64 * (8 * j + k));
+            const __m512i ql = _mm512_and_si512(q, m0f), qh = _mm512_and_si512(q, mf0);
+            for (int x = 0; x < NX; ++x) {
+              const uint8_t* aq = reinterpret_cast<const uint8_t*>(act_row<BlockQ8_K>(xq, stride, x)[i].qs);
+              lo[x] = _mm512_dpbusd_epi32(lo[x], ql, bcast32(aq + 64 * j + 4 * k));
+              hi[x] = _mm512_dpbusd_epi32(hi[x], qh, bcast32(aq + 64 * j + 32 + 4 * k));
+            }
+          }
+          const __m512i scv = j < 2 ? sc_lo : sc_hi;
+          const int sh = 16 * (j & 1);
+          const __m512i sa = _mm512_and_si512(_mm512_srli_epi32(scv, sh), ff);
+          const __m512i sb = _mm512_and_si512(_mm512_srli_epi32(scv, sh + 8), ff);
+          for (int x = 0; x < NX; ++x) {
+            isum[x] = _mm512_add_epi32(isum[x], _mm512_add_epi32(_mm512_mullo_epi32(lo[x], sa),
+                                                                 _mm512_srai_epi32(_mm512_mullo_epi32(hi[x], sb), 4)));
+          }
+        }
+        const __m512 d = load_f16x16(blk), dmin = load_f16x16(blk + 32);
+        for (int x = 0; x < NX; ++x) {
+          const K4PanelAct& dg = digits[i - s0][x];
+          __m512i mh = _mm512_dpbusd_epi32(_mm512_setzero_si512(), mn_lo, bcast32(dg.h));
+          mh = _mm512_dpbusd_epi32(mh, mn_hi, bcast32(dg.h + 4));
+          __m512i ml = _mm512_dpbusd_epi32(_mm512_setzero_si512(), mn_lo, bcast32(dg.l));
+          ml = _mm512_dpbusd_epi32(ml, mn_hi, bcast32(dg.l + 4));
+          const __m512i mins = _mm512_add_epi32(_mm512_slli_epi32(mh, 6), ml);
+          const __m512 ad = _mm512_set1_ps(act_row<BlockQ8_K>(xq, stride, x)[i].d);
+          acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[x]), _mm512_mul_ps(d, ad), acc[x]);
+          acc[x] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(dmin, ad), acc[x]);
+        }
+      }
+      for (int x = 0; x < NX; ++x) {
+        float* out = y + x * y_stride + p * R;
+        _mm512_storeu_ps(out, s0 == 0 ? acc[x] : _mm512_add_ps(_mm512_loadu_ps(out), acc[x]));
+      }
+    }
+  }
+}
+
+template <int NX> struct Q4KPanel {
+  static void run(const void* panels, int64_t npanels, const void* a, size_t s, int64_t n, float* y, size_t ys) {
+    q4_k_panel_rows<NX>(static_cast<const uint8_t*>(panels), npanels, a, s, n, y, ys);
+  }
+};
+
+void q4_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
+                              float* y, size_t y_stride) {
+  run_panel_row_passes<Q4KPanel>(panels, npanels, xq, stride, nx, n, y, y_stride);
+}
+
 // ---- Q8_0 x Q8_0, several tokens (prompts) ---------------------------------------------------
 // As the decode kernel, with the 64 weight bytes of a group loaded once for NX tokens: one
 // vpdpbusd per group and token gives 16 rows' products (the row kernel, avx512/
