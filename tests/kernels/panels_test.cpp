@@ -239,6 +239,7 @@ TEST(Panels, PanelRowKernelsEqualTheReferenceDot) {
   if (cpu_features().has_avx2_set()) check_panel_row_kernel(kCases[2], kernels::avx2::q8_0_dot_q8_0_panel_rows, rng);
   if (cpu_features().has_avx512_set()) {
     check_panel_row_kernel(kCases[0], kernels::avx512::q4_k_dot_q8_k_panel_rows, rng);
+    check_panel_row_kernel(kCases[1], kernels::avx512::q6_k_dot_q8_k_panel_rows, rng);
     check_panel_row_kernel(kCases[2], kernels::avx512::q8_0_dot_q8_0_panel_rows, rng);
   }
   if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "no AVX2";

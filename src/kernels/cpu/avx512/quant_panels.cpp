@@ -302,6 +302,98 @@ void q4_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* x
   run_panel_row_passes<Q4KPanel>(panels, npanels, xq, stride, nx, n, y, y_stride);
 }
 
+// ---- Q6_K x Q8_K, several tokens (prompts) ---------------------------------------------------
+// As the decode kernel, with each line's 6-bit values assembled once for NX tokens.
+template <int NX>
+void q6_k_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, size_t stride, int64_t n, float* y,
+                     size_t y_stride) {
+  constexpr int64_t kSeg = 32;  // activation blocks whose digits are prepared at a time (even)
+  constexpr size_t kUnit = R * 2 * sizeof(BlockQ6_K);
+  const int64_t nb = n / kQKK;
+  const size_t panel_bytes = kUnit * static_cast<size_t>(nb / 2);
+  alignas(64) Q6PanelAct digits[kSeg][NX];
+  const __m512i m0f = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30), ones = _mm512_set1_epi8(1);
+  for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {
+    const int64_t s1 = std::min(nb, s0 + kSeg);
+    for (int64_t i = s0; i < s1; ++i) {
+      for (int x = 0; x < NX; ++x) panel_act(DType::Q6_K, &act_row<BlockQ8_K>(xq, stride, x)[i], kQKK, &digits[i - s0][x]);
+    }
+    for (int64_t p = 0; p < npanels; ++p) {
+      const uint8_t* w = panels + p * panel_bytes;
+      __m512 acc[NX];
+      for (int x = 0; x < NX; ++x) acc[x] = _mm512_setzero_ps();
+      for (int64_t i = s0; i < s1; ++i) {
+        const int64_t h2 = i & 1;
+        const uint8_t* unit = w + (i / 2) * kUnit;
+        const uint8_t* blk = unit + 64 + 3328 * h2;
+        __m512i sc[4];
+        for (int q = 0; q < 4; ++q) sc[q] = _mm512_loadu_si512(blk + 64 * q);
+        __m512i c1 = _mm512_setzero_si512();
+        for (int q = 0; q < 4; ++q) c1 = _mm512_dpbusd_epi32(c1, ones, sc[q]);
+        __m512i isum[NX];
+        for (int x = 0; x < NX; ++x) {
+          // The offset term, as in the decode kernel: 32 * sum_g sc_g * bsum_g.
+          const Q6PanelAct& dg = digits[i - s0][x];
+          __m512i ch = _mm512_setzero_si512(), cl = ch;
+          for (int q = 0; q < 4; ++q) {
+            ch = _mm512_dpbusd_epi32(ch, bcast32(dg.h + 4 * q), sc[q]);
+            cl = _mm512_dpbusd_epi32(cl, bcast32(dg.l + 4 * q), sc[q]);
+          }
+          const __m512i corr = _mm512_sub_epi32(_mm512_add_epi32(_mm512_slli_epi32(ch, 6), cl), _mm512_slli_epi32(c1, 11));
+          isum[x] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(corr, 5));
+        }
+        for (int h = 0; h < 2; ++h) {
+          const uint8_t* half = blk + 256 + 1536 * h;
+          for (int q = 0; q < 4; ++q) {
+            __m512i ul[NX], uh[NX];
+            for (int x = 0; x < NX; ++x) ul[x] = uh[x] = _mm512_setzero_si512();
+            LL3_UNROLL for (int t = 0; t < 4; ++t) {
+              const int kk = 4 * q + t;
+              const __m512i ql = _mm512_loadu_si512(half + 512 + 64 * kk);
+              const __m512i hb = _mm512_loadu_si512(half + 64 * (kk % 8));
+              const __m512i hl = q < 2 ? _mm512_slli_epi16(hb, 4) : _mm512_slli_epi16(hb, 2);
+              const __m512i hh = q < 2 ? hb : _mm512_srli_epi16(hb, 2);
+              const __m512i lo = _mm512_or_si512(_mm512_and_si512(ql, m0f), _mm512_and_si512(hl, m30));
+              const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m0f), _mm512_and_si512(hh, m30));
+              for (int x = 0; x < NX; ++x) {
+                const uint8_t* aq = reinterpret_cast<const uint8_t*>(act_row<BlockQ8_K>(xq, stride, x)[i].qs);
+                ul[x] = _mm512_dpbusd_epi32(ul[x], lo, bcast32(aq + 128 * h + 4 * kk));
+                uh[x] = _mm512_dpbusd_epi32(uh[x], hi, bcast32(aq + 128 * h + 64 + 4 * kk));
+              }
+            }
+            const int gl = 8 * h + q, gh = 8 * h + 4 + q;
+            const __m512i sl = _mm512_srai_epi32(_mm512_slli_epi32(sc[gl / 4], 24 - 8 * (gl % 4)), 24);
+            const __m512i sh = _mm512_srai_epi32(_mm512_slli_epi32(sc[gh / 4], 24 - 8 * (gh % 4)), 24);
+            for (int x = 0; x < NX; ++x) {
+              isum[x] = _mm512_add_epi32(isum[x], _mm512_add_epi32(_mm512_mullo_epi32(ul[x], sl), _mm512_mullo_epi32(uh[x], sh)));
+            }
+          }
+        }
+        const __m512 dw = load_f16x16(unit + 32 * h2);
+        for (int x = 0; x < NX; ++x) {
+          const __m512 ad = _mm512_set1_ps(act_row<BlockQ8_K>(xq, stride, x)[i].d);
+          acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[x]), _mm512_mul_ps(dw, ad), acc[x]);
+        }
+      }
+      for (int x = 0; x < NX; ++x) {
+        float* out = y + x * y_stride + p * R;
+        _mm512_storeu_ps(out, s0 == 0 ? acc[x] : _mm512_add_ps(_mm512_loadu_ps(out), acc[x]));
+      }
+    }
+  }
+}
+
+template <int NX> struct Q6KPanel {
+  static void run(const void* panels, int64_t npanels, const void* a, size_t s, int64_t n, float* y, size_t ys) {
+    q6_k_panel_rows<NX>(static_cast<const uint8_t*>(panels), npanels, a, s, n, y, ys);
+  }
+};
+
+void q6_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
+                              float* y, size_t y_stride) {
+  run_panel_row_passes<Q6KPanel>(panels, npanels, xq, stride, nx, n, y, y_stride);
+}
+
 // ---- Q8_0 x Q8_0, several tokens (prompts) ---------------------------------------------------
 // As the decode kernel, with the 64 weight bytes of a group loaded once for NX tokens: one
 // vpdpbusd per group and token gives 16 rows' products (the row kernel, avx512/
