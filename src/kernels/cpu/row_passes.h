@@ -3,8 +3,11 @@
 // accumulators stay in registers while each weight block is unpacked once for all of them.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+
+#include "kernels/panels.h"
 
 namespace ll3::kernels {
 
@@ -35,21 +38,29 @@ void run_row_passes(const void* row, const void* xq, size_t stride, int64_t nx, 
   }
 }
 
-// The same for kernels over npanels panels (TypeTraits::dot_q_panel_rows):
-// K<NX>::run(panels, npanels, xq, stride, n, y, y_stride).
+// The same for kernels over npanels panels of panel_bytes each (TypeTraits::dot_q_panel_rows):
+// K<NX>::run(panels, npanels, xq, stride, n, y, y_stride). With more than one pass the panels
+// go in runs of about 256 KB, every pass over one run before the next, so that the passes
+// after the first read the run from L2, not memory (pp8: Q4_K_M 121 -> 135 t/s, Q8_0 79 -> 88).
 template <template <int> class K>
-void run_panel_row_passes(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
-                          float* y, size_t y_stride) {
-  int64_t x = 0;
-  for (; x + kMaxRowPass <= nx; x += kMaxRowPass) {
-    K<kMaxRowPass>::run(panels, npanels, act_row<uint8_t>(xq, stride, x), stride, n, y + x * y_stride, y_stride);
-  }
-  const uint8_t* rest = act_row<uint8_t>(xq, stride, x);
-  switch (nx - x) {
-    case 3: K<3>::run(panels, npanels, rest, stride, n, y + x * y_stride, y_stride); break;
-    case 2: K<2>::run(panels, npanels, rest, stride, n, y + x * y_stride, y_stride); break;
-    case 1: K<1>::run(panels, npanels, rest, stride, n, y + x * y_stride, y_stride); break;
-    default: break;
+void run_panel_row_passes(const void* panels, int64_t npanels, size_t panel_bytes, const void* xq, size_t stride,
+                          int64_t nx, int64_t n, float* y, size_t y_stride) {
+  const int64_t run = nx <= kMaxRowPass ? npanels : std::max<int64_t>(1, static_cast<int64_t>((size_t{256} << 10) / panel_bytes));
+  for (int64_t p0 = 0; p0 < npanels; p0 += run) {
+    const uint8_t* p = static_cast<const uint8_t*>(panels) + p0 * panel_bytes;
+    const int64_t np = std::min(run, npanels - p0);
+    float* yp = y + p0 * kPanelRows;
+    int64_t x = 0;
+    for (; x + kMaxRowPass <= nx; x += kMaxRowPass) {
+      K<kMaxRowPass>::run(p, np, act_row<uint8_t>(xq, stride, x), stride, n, yp + x * y_stride, y_stride);
+    }
+    const uint8_t* rest = act_row<uint8_t>(xq, stride, x);
+    switch (nx - x) {
+      case 3: K<3>::run(p, np, rest, stride, n, yp + x * y_stride, y_stride); break;
+      case 2: K<2>::run(p, np, rest, stride, n, yp + x * y_stride, y_stride); break;
+      case 1: K<1>::run(p, np, rest, stride, n, yp + x * y_stride, y_stride); break;
+      default: break;
+    }
   }
 }
 

@@ -275,7 +275,7 @@ template <int NX> struct Q80Panel {
 
 void q8_0_dot_q8_0_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
                               float* y, size_t y_stride) {
-  run_panel_row_passes<Q80Panel>(panels, npanels, xq, stride, nx, n, y, y_stride);
+  run_panel_row_passes<Q80Panel>(panels, npanels, kPanelRows * dtype_row_bytes(DType::Q8_0, n), xq, stride, nx, n, y, y_stride);
 }
 
 }  // namespace ll3::kernels::avx2

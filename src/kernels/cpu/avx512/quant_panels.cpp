@@ -299,7 +299,7 @@ template <int NX> struct Q4KPanel {
 
 void q4_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
                               float* y, size_t y_stride) {
-  run_panel_row_passes<Q4KPanel>(panels, npanels, xq, stride, nx, n, y, y_stride);
+  run_panel_row_passes<Q4KPanel>(panels, npanels, kPanelRows * dtype_row_bytes(DType::Q4_K, n), xq, stride, nx, n, y, y_stride);
 }
 
 // ---- Q6_K x Q8_K, several tokens (prompts) ---------------------------------------------------
@@ -391,7 +391,7 @@ template <int NX> struct Q6KPanel {
 
 void q6_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
                               float* y, size_t y_stride) {
-  run_panel_row_passes<Q6KPanel>(panels, npanels, xq, stride, nx, n, y, y_stride);
+  run_panel_row_passes<Q6KPanel>(panels, npanels, kPanelRows * dtype_row_bytes(DType::Q6_K, n), xq, stride, nx, n, y, y_stride);
 }
 
 // ---- Q8_0 x Q8_0, several tokens (prompts) ---------------------------------------------------
@@ -455,7 +455,7 @@ template <int NX> struct Q80Panel {
 
 void q8_0_dot_q8_0_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
                               float* y, size_t y_stride) {
-  run_panel_row_passes<Q80Panel>(panels, npanels, xq, stride, nx, n, y, y_stride);
+  run_panel_row_passes<Q80Panel>(panels, npanels, kPanelRows * dtype_row_bytes(DType::Q8_0, n), xq, stride, nx, n, y, y_stride);
 }
 
 }  // namespace ll3::kernels::avx512
