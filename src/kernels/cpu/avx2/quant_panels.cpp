@@ -244,7 +244,9 @@ void q8_0_panel_rows(const uint8_t* panel, const void* xq, size_t stride, int64_
       const int b = static_cast<int>(i & 1);
       __m256i isum[NX];
       for (int x = 0; x < NX; ++x) isum[x] = _mm256_setzero_si256();
+      if (hf == 0 && b == 0) prefetch_line(u);
       for (int k = 0; k < 8; ++k) {
+        if (hf == 0) prefetch_line(u + 64 + 512 * b + 64 * k);  // the second half reads L1 / L2
         const __m256i w = _mm256_xor_si256(load_half(u + 64 + 512 * b + 64 * k, hf), flip);
         const __m256i aw = _mm256_sign_epi8(w, w);
         for (int x = 0; x < NX; ++x) {

@@ -239,8 +239,9 @@ void q4_k_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, siz
       for (int x = 0; x < NX; ++x) acc[x] = _mm512_setzero_ps();
       for (int64_t i = s0; i < s1; ++i) {
         const uint8_t* blk = w + i * kUnit;
-        const __m512i sc0 = _mm512_loadu_si512(blk + 64), sc1 = _mm512_loadu_si512(blk + 128);
-        const __m512i sc2 = _mm512_loadu_si512(blk + 192);
+        const __m512i sc0 = load_line(blk + 64), sc1 = load_line(blk + 128);
+        const __m512i sc2 = load_line(blk + 192);
+        prefetch_line(blk);
         const __m512i sc_lo = _mm512_and_si512(sc0, m3f);
         const __m512i mn_lo = _mm512_and_si512(sc1, m3f);
         const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(sc2, m0f),
@@ -253,7 +254,7 @@ void q4_k_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, siz
           __m512i lo[NX], hi[NX];
           for (int x = 0; x < NX; ++x) lo[x] = hi[x] = _mm512_setzero_si512();
           LL3_UNROLL for (int k = 0; k < 8; ++k) {
-            const __m512i q = _mm512_loadu_si512(blk + 256 + 64 * (8 * j + k));
+            const __m512i q = load_line(blk + 256 + 64 * (8 * j + k));
             const __m512i ql = _mm512_and_si512(q, m0f), qh = _mm512_and_si512(q, mf0);
             for (int x = 0; x < NX; ++x) {
               const uint8_t* aq = reinterpret_cast<const uint8_t*>(act_row<BlockQ8_K>(xq, stride, x)[i].qs);
@@ -327,7 +328,8 @@ void q6_k_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, siz
         const uint8_t* unit = w + (i / 2) * kUnit;
         const uint8_t* blk = unit + 64 + 3328 * h2;
         __m512i sc[4];
-        for (int q = 0; q < 4; ++q) sc[q] = _mm512_loadu_si512(blk + 64 * q);
+        for (int q = 0; q < 4; ++q) sc[q] = load_line(blk + 64 * q);
+        if (h2 == 0) prefetch_line(unit);
         __m512i c1 = _mm512_setzero_si512();
         for (int q = 0; q < 4; ++q) c1 = _mm512_dpbusd_epi32(c1, ones, sc[q]);
         __m512i isum[NX];
@@ -349,8 +351,8 @@ void q6_k_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, siz
             for (int x = 0; x < NX; ++x) ul[x] = uh[x] = _mm512_setzero_si512();
             LL3_UNROLL for (int t = 0; t < 4; ++t) {
               const int kk = 4 * q + t;
-              const __m512i ql = _mm512_loadu_si512(half + 512 + 64 * kk);
-              const __m512i hb = _mm512_loadu_si512(half + 64 * (kk % 8));
+              const __m512i ql = load_line(half + 512 + 64 * kk);
+              const __m512i hb = q < 2 ? load_line(half + 64 * (kk % 8)) : _mm512_loadu_si512(half + 64 * (kk % 8));
               const __m512i hl = q < 2 ? _mm512_slli_epi16(hb, 4) : _mm512_slli_epi16(hb, 2);
               const __m512i hh = q < 2 ? hb : _mm512_srli_epi16(hb, 2);
               const __m512i lo = _mm512_or_si512(_mm512_and_si512(ql, m0f), _mm512_and_si512(hl, m30));
@@ -426,10 +428,11 @@ void q8_0_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, siz
       for (int64_t i = s0; i < s1; ++i) {
         const uint8_t* u = w + (i / 2) * kUnit;
         const int64_t b = i & 1;
+        if (b == 0) prefetch_line(u);
         __m512i isum[NX];
         for (int x = 0; x < NX; ++x) isum[x] = _mm512_set1_epi32(-asum[i - s0][x]);
         LL3_UNROLL for (int k = 0; k < 8; ++k) {
-          const __m512i g = _mm512_loadu_si512(u + 64 + 512 * b + 64 * k);
+          const __m512i g = load_line(u + 64 + 512 * b + 64 * k);
           for (int x = 0; x < NX; ++x) {
             isum[x] = _mm512_dpbusd_epi32(isum[x], g, bcast32(act_row<BlockQ8_0>(xq, stride, x)[i].qs + 4 * k));
           }
