@@ -36,6 +36,12 @@ inline __m512 load_f16x16(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
+// The prompt kernels' 16 row sums of one token over one segment of blocks: the first segment
+// stores them, the later ones add to them.
+inline void store_or_add(float* y, __m512 sum, bool first) {
+  _mm512_storeu_ps(y, first ? sum : _mm512_add_ps(_mm512_loadu_ps(y), sum));
+}
+
 inline __m512i bcast32(const void* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
@@ -284,10 +290,7 @@ void q4_k_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, siz
           acc[x] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(dmin, ad), acc[x]);
         }
       }
-      for (int x = 0; x < NX; ++x) {
-        float* out = y + x * y_stride + p * R;
-        _mm512_storeu_ps(out, s0 == 0 ? acc[x] : _mm512_add_ps(_mm512_loadu_ps(out), acc[x]));
-      }
+      for (int x = 0; x < NX; ++x) store_or_add(y + x * y_stride + p * R, acc[x], s0 == 0);
     }
   }
 }
@@ -377,10 +380,7 @@ void q6_k_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, siz
           acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[x]), _mm512_mul_ps(dw, ad), acc[x]);
         }
       }
-      for (int x = 0; x < NX; ++x) {
-        float* out = y + x * y_stride + p * R;
-        _mm512_storeu_ps(out, s0 == 0 ? acc[x] : _mm512_add_ps(_mm512_loadu_ps(out), acc[x]));
-      }
+      for (int x = 0; x < NX; ++x) store_or_add(y + x * y_stride + p * R, acc[x], s0 == 0);
     }
   }
 }
@@ -442,10 +442,7 @@ void q8_0_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, siz
           acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[x]), _mm512_mul_ps(dw, _mm512_set1_ps(ad[i - s0][x])), acc[x]);
         }
       }
-      for (int x = 0; x < NX; ++x) {
-        float* out = y + x * y_stride + p * R;
-        _mm512_storeu_ps(out, s0 == 0 ? acc[x] : _mm512_add_ps(_mm512_loadu_ps(out), acc[x]));
-      }
+      for (int x = 0; x < NX; ++x) store_or_add(y + x * y_stride + p * R, acc[x], s0 == 0);
     }
   }
 }
