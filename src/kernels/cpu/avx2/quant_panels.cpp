@@ -226,6 +226,99 @@ void q8_0_dot_q8_0_panels(const void* panels, int64_t npanels, const void* xq, c
   }
 }
 
+// ---- Q4_K x Q8_K, several tokens (prompts) ---------------------------------------------------
+// As the decode kernel, with each group's masked nibbles and each block's scales made once for
+// NX tokens (the same int16 bounds).
+template <int NX>
+void q4_k_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, size_t stride, int64_t n, float* y,
+                     size_t y_stride) {
+  constexpr int64_t kSeg = 32;  // activation blocks whose digits are prepared at a time
+  constexpr size_t kUnit = R * sizeof(BlockQ4_K);
+  const int64_t nb = n / kQKK;
+  const size_t panel_bytes = kUnit * static_cast<size_t>(nb);
+  alignas(32) K4PanelAct digits[kSeg][NX];
+  const __m256i m3f = _mm256_set1_epi8(0x3f), m0f = _mm256_set1_epi8(0x0f), m03 = _mm256_set1_epi8(0x03);
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {
+    const int64_t s1 = std::min(nb, s0 + kSeg);
+    for (int64_t i = s0; i < s1; ++i) {
+      for (int x = 0; x < NX; ++x) panel_act(DType::Q4_K, &act_row<BlockQ8_K>(xq, stride, x)[i], kQKK, &digits[i - s0][x]);
+    }
+    for (int64_t p = 0; p < npanels; ++p) {
+      const uint8_t* w = panels + p * panel_bytes;
+      for (int h = 0; h < 2; ++h) {
+        __m256 acc[NX];
+        for (int x = 0; x < NX; ++x) acc[x] = _mm256_setzero_ps();
+        for (int64_t i = s0; i < s1; ++i) {
+          const uint8_t* blk = w + i * kUnit;
+          if (h == 0) {
+            for (int l = 0; l < 4; ++l) prefetch_line(blk + 64 * l);
+          }
+          const __m256i sc0 = load_half(blk + 64, h), sc1 = load_half(blk + 128, h), sc2 = load_half(blk + 192, h);
+          const __m256i sc_lo = _mm256_and_si256(sc0, m3f);
+          const __m256i mn_lo = _mm256_and_si256(sc1, m3f);
+          const __m256i sc_hi = _mm256_or_si256(_mm256_and_si256(sc2, m0f),
+                                                _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(sc0, 6), m03), 4));
+          const __m256i mn_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(sc2, 4), m0f),
+                                                _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(sc1, 6), m03), 4));
+          __m256i isum[NX];
+          for (int x = 0; x < NX; ++x) isum[x] = _mm256_setzero_si256();
+          for (int j = 0; j < 4; ++j) {
+            __m256i lo[NX], hi[NX];
+            for (int x = 0; x < NX; ++x) lo[x] = hi[x] = _mm256_setzero_si256();
+            for (int k = 0; k < 8; ++k) {
+              const uint8_t* line = blk + 256 + 64 * (8 * j + k);
+              if (h == 0) prefetch_line(line);
+              const __m256i q = load_half(line, h);
+              const __m256i ql = _mm256_and_si256(q, m0f), qh = _mm256_and_si256(_mm256_srli_epi16(q, 4), m0f);
+              for (int x = 0; x < NX; ++x) {
+                const uint8_t* aq = reinterpret_cast<const uint8_t*>(act_row<BlockQ8_K>(xq, stride, x)[i].qs);
+                lo[x] = _mm256_add_epi16(lo[x], _mm256_maddubs_epi16(ql, bcast32(aq + 64 * j + 4 * k)));
+                hi[x] = _mm256_add_epi16(hi[x], _mm256_maddubs_epi16(qh, bcast32(aq + 64 * j + 32 + 4 * k)));
+              }
+            }
+            const __m256i scv = j < 2 ? sc_lo : sc_hi;
+            const __m256i sa = byte_to_pair16(scv, 2 * (j & 1)), sb = byte_to_pair16(scv, 2 * (j & 1) + 1);
+            for (int x = 0; x < NX; ++x) {
+              isum[x] = _mm256_add_epi32(isum[x], _mm256_add_epi32(_mm256_madd_epi16(lo[x], sa), _mm256_madd_epi16(hi[x], sb)));
+            }
+          }
+          const __m256 d = load_f16x8(blk, h), dmin = load_f16x8(blk + 32, h);
+          for (int x = 0; x < NX; ++x) {
+            const K4PanelAct& dg = digits[i - s0][x];
+            const __m256i mh = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(mn_lo, bcast32(dg.h)),
+                                                                  _mm256_maddubs_epi16(mn_hi, bcast32(dg.h + 4))),
+                                                 ones16);
+            const __m256i ml = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(mn_lo, bcast32(dg.l)),
+                                                                  _mm256_maddubs_epi16(mn_hi, bcast32(dg.l + 4))),
+                                                 ones16);
+            const __m256i mins = _mm256_add_epi32(_mm256_slli_epi32(mh, 6), ml);
+            const __m256 ad = _mm256_set1_ps(act_row<BlockQ8_K>(xq, stride, x)[i].d);
+            acc[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[x]), _mm256_mul_ps(d, ad), acc[x]);
+            acc[x] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_mul_ps(dmin, ad), acc[x]);
+          }
+        }
+        for (int x = 0; x < NX; ++x) {
+          float* out = y + x * y_stride + p * R + 8 * h;
+          _mm256_storeu_ps(out, s0 == 0 ? acc[x] : _mm256_add_ps(_mm256_loadu_ps(out), acc[x]));
+        }
+      }
+    }
+  }
+}
+
+template <int NX> struct Q4KPanel {
+  static void run(const void* panels, int64_t npanels, const void* a, size_t s, int64_t n, float* y, size_t ys) {
+    q4_k_panel_rows<NX>(static_cast<const uint8_t*>(panels), npanels, a, s, n, y, ys);
+  }
+};
+
+void q4_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
+                              float* y, size_t y_stride) {
+  run_panel_row_passes<Q4KPanel>(panels, npanels, kPanelRows * dtype_row_bytes(DType::Q4_K, n), xq, stride, nx, n, y,
+                                 y_stride);
+}
+
 // ---- Q8_0 x Q8_0, several tokens (prompts) ---------------------------------------------------
 // One panel against NX activation rows, 8 weight rows (half a group) at a time: each 32-byte
 // half holds 4 weights of each of 8 rows, so one vpmaddubsw against 4 broadcast activation
