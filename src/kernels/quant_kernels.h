@@ -71,6 +71,8 @@ void q8_0_dot_q8_0_rows(const void* row, const void* xq, size_t stride, int64_t 
 // npanels panels' rows against nx activation rows (TypeTraits::dot_q_panel_rows).
 void q4_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
                               float* y, size_t y_stride);
+void q6_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
+                              float* y, size_t y_stride);
 void q8_0_dot_q8_0_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
                               float* y, size_t y_stride);
 // Activation quantizers, bit-identical to the references.

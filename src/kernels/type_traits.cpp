@@ -114,6 +114,7 @@ void set_quant_kernels(Table& t) {
     t[size_t(DType::Q6_K)].dot_q_rows = kernels::avx2::q6_k_dot_q8_k_rows;
     t[size_t(DType::Q8_0)].dot_q_rows = kernels::avx2::q8_0_dot_q8_0_rows;
     t[size_t(DType::Q4_K)].dot_q_panel_rows = kernels::avx2::q4_k_dot_q8_k_panel_rows;
+    t[size_t(DType::Q6_K)].dot_q_panel_rows = kernels::avx2::q6_k_dot_q8_k_panel_rows;
     t[size_t(DType::Q8_0)].dot_q_panel_rows = kernels::avx2::q8_0_dot_q8_0_panel_rows;
   }
   if constexpr (std::is_same_v<Isa, Avx512>) {

@@ -212,7 +212,11 @@ void check_panel_row_kernel(const Case& c, PanelRowKernel fn, std::mt19937& rng)
       for (int64_t nx : {1, 3, 4, 7, 9}) {
         std::vector<uint8_t> xq(static_cast<size_t>(nx) * xb);
         for (int64_t x = 0; x < nx; ++x) {
-          const std::vector<float> v = test::random_normal(static_cast<size_t>(cols), rng());
+          std::vector<float> v = test::random_normal(static_cast<size_t>(cols), rng());
+          if (x == 1) {  // every activation at the quantizer's limit (see check_panel_kernel): int16 bounds
+            std::fill(v.begin(), v.end(), 1.0f);
+            for (size_t i = 0; i < v.size(); i += 256) v[i] = -1.0f;
+          }
           act->from_float(v.data(), xq.data() + x * xb, cols);
         }
         std::vector<float> y(static_cast<size_t>(nx * rows), NAN);
@@ -247,6 +251,7 @@ TEST(Panels, PanelRowKernelsEqualTheReferenceDot) {
   std::mt19937 rng(8);
   if (cpu_features().has_avx2_set()) {
     check_panel_row_kernel(kCases[0], kernels::avx2::q4_k_dot_q8_k_panel_rows, rng);
+    check_panel_row_kernel(kCases[1], kernels::avx2::q6_k_dot_q8_k_panel_rows, rng);
     check_panel_row_kernel(kCases[2], kernels::avx2::q8_0_dot_q8_0_panel_rows, rng);
   }
   if (cpu_features().has_avx512_set()) {

@@ -319,6 +319,121 @@ void q4_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* x
                                  y_stride);
 }
 
+// ---- Q6_K x Q8_K, several tokens (prompts) ---------------------------------------------------
+// As the decode kernel (the same int16 bounds), with each line's 6-bit values assembled once for
+// NX tokens.
+template <int NX>
+void q6_k_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, size_t stride, int64_t n, float* y,
+                     size_t y_stride) {
+  constexpr int64_t kSeg = 32;  // activation blocks whose digits are prepared at a time (even)
+  constexpr size_t kUnit = R * 2 * sizeof(BlockQ6_K);
+  const int64_t nb = n / kQKK;
+  const size_t panel_bytes = kUnit * static_cast<size_t>(nb / 2);
+  alignas(32) Q6PanelAct digits[kSeg][NX];
+  const __m256i m0f = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+  const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+  for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {
+    const int64_t s1 = std::min(nb, s0 + kSeg);
+    for (int64_t i = s0; i < s1; ++i) {
+      for (int x = 0; x < NX; ++x) panel_act(DType::Q6_K, &act_row<BlockQ8_K>(xq, stride, x)[i], kQKK, &digits[i - s0][x]);
+    }
+    for (int64_t p = 0; p < npanels; ++p) {
+      const uint8_t* w = panels + p * panel_bytes;
+      for (int hf = 0; hf < 2; ++hf) {
+        __m256 acc[NX];
+        for (int x = 0; x < NX; ++x) acc[x] = _mm256_setzero_ps();
+        for (int64_t i = s0; i < s1; ++i) {
+          const int64_t h2 = i & 1;
+          const uint8_t* unit = w + (i / 2) * kUnit;
+          const uint8_t* blk = unit + 64 + 3328 * h2;
+          if (hf == 0) {
+            if (h2 == 0) prefetch_line(unit);
+            for (int s = 0; s < 4; ++s) prefetch_line(blk + 64 * s);
+          }
+          __m256i sc[4];
+          for (int s = 0; s < 4; ++s) sc[s] = load_half(blk + 64 * s, hf);
+          const __m256i c1 = _mm256_madd_epi16(
+              _mm256_add_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(ones8, sc[0]), _mm256_maddubs_epi16(ones8, sc[1])),
+                               _mm256_add_epi16(_mm256_maddubs_epi16(ones8, sc[2]), _mm256_maddubs_epi16(ones8, sc[3]))),
+              ones16);
+          __m256i isum[NX];
+          for (int x = 0; x < NX; ++x) {
+            // The offset term, as in the decode kernel (two scale lines' digit products per lane).
+            const Q6PanelAct& dg = digits[i - s0][x];
+            __m256i ch = _mm256_setzero_si256(), cl = ch;
+            for (int s = 0; s < 4; s += 2) {
+              const __m256i h16 = _mm256_add_epi16(_mm256_maddubs_epi16(bcast32(dg.h + 4 * s), sc[s]),
+                                                   _mm256_maddubs_epi16(bcast32(dg.h + 4 * s + 4), sc[s + 1]));
+              const __m256i l16 = _mm256_add_epi16(_mm256_maddubs_epi16(bcast32(dg.l + 4 * s), sc[s]),
+                                                   _mm256_maddubs_epi16(bcast32(dg.l + 4 * s + 4), sc[s + 1]));
+              ch = _mm256_add_epi32(ch, _mm256_madd_epi16(h16, ones16));
+              cl = _mm256_add_epi32(cl, _mm256_madd_epi16(l16, ones16));
+            }
+            const __m256i corr = _mm256_sub_epi32(_mm256_add_epi32(_mm256_slli_epi32(ch, 6), cl), _mm256_slli_epi32(c1, 11));
+            isum[x] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5));
+          }
+          for (int h = 0; h < 2; ++h) {
+            const uint8_t* half = blk + 256 + 1536 * h;
+            for (int q = 0; q < 4; ++q) {
+              const int gl = 8 * h + q, gh = 8 * h + 4 + q;
+              const __m256i sl = _mm256_srai_epi32(_mm256_slli_epi32(sc[gl / 4], 24 - 8 * (gl % 4)), 24);
+              const __m256i sh = _mm256_srai_epi32(_mm256_slli_epi32(sc[gh / 4], 24 - 8 * (gh % 4)), 24);
+              const __m256i sl16 = _mm256_or_si256(_mm256_and_si256(sl, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(sl, 16));
+              const __m256i sh16 = _mm256_or_si256(_mm256_and_si256(sh, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(sh, 16));
+              for (int t0 = 0; t0 < 4; t0 += 2) {  // two lines' products per int16 lane, then widened
+                __m256i ul[NX], uh[NX];
+                for (int x = 0; x < NX; ++x) ul[x] = uh[x] = _mm256_setzero_si256();
+                for (int t = t0; t < t0 + 2; ++t) {
+                  const int kk = 4 * q + t;
+                  if (hf == 0) {
+                    if (q < 2) prefetch_line(half + 64 * kk);  // the qh lines, once each
+                    prefetch_line(half + 512 + 64 * kk);
+                  }
+                  const __m256i ql = load_half(half + 512 + 64 * kk, hf);
+                  const __m256i hb = load_half(half + 64 * (kk % 8), hf);
+                  const __m256i hl = q < 2 ? _mm256_slli_epi16(hb, 4) : _mm256_slli_epi16(hb, 2);
+                  const __m256i hh = q < 2 ? hb : _mm256_srli_epi16(hb, 2);
+                  const __m256i lo = _mm256_or_si256(_mm256_and_si256(ql, m0f), _mm256_and_si256(hl, m30));
+                  const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql, 4), m0f), _mm256_and_si256(hh, m30));
+                  for (int x = 0; x < NX; ++x) {
+                    const uint8_t* aq = reinterpret_cast<const uint8_t*>(act_row<BlockQ8_K>(xq, stride, x)[i].qs);
+                    ul[x] = _mm256_add_epi16(ul[x], _mm256_maddubs_epi16(lo, bcast32(aq + 128 * h + 4 * kk)));
+                    uh[x] = _mm256_add_epi16(uh[x], _mm256_maddubs_epi16(hi, bcast32(aq + 128 * h + 64 + 4 * kk)));
+                  }
+                }
+                for (int x = 0; x < NX; ++x) {
+                  isum[x] = _mm256_add_epi32(isum[x], _mm256_add_epi32(_mm256_madd_epi16(ul[x], sl16), _mm256_madd_epi16(uh[x], sh16)));
+                }
+              }
+            }
+          }
+          const __m256 dw = load_f16x8(unit + 32 * h2, hf);
+          for (int x = 0; x < NX; ++x) {
+            const __m256 ad = _mm256_set1_ps(act_row<BlockQ8_K>(xq, stride, x)[i].d);
+            acc[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[x]), _mm256_mul_ps(dw, ad), acc[x]);
+          }
+        }
+        for (int x = 0; x < NX; ++x) {
+          float* out = y + x * y_stride + p * R + 8 * hf;
+          _mm256_storeu_ps(out, s0 == 0 ? acc[x] : _mm256_add_ps(_mm256_loadu_ps(out), acc[x]));
+        }
+      }
+    }
+  }
+}
+
+template <int NX> struct Q6KPanel {
+  static void run(const void* panels, int64_t npanels, const void* a, size_t s, int64_t n, float* y, size_t ys) {
+    q6_k_panel_rows<NX>(static_cast<const uint8_t*>(panels), npanels, a, s, n, y, ys);
+  }
+};
+
+void q6_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
+                              float* y, size_t y_stride) {
+  run_panel_row_passes<Q6KPanel>(panels, npanels, kPanelRows * dtype_row_bytes(DType::Q6_K, n), xq, stride, nx, n, y,
+                                 y_stride);
+}
+
 // ---- Q8_0 x Q8_0, several tokens (prompts) ---------------------------------------------------
 // One panel against NX activation rows, 8 weight rows (half a group) at a time: each 32-byte
 // half holds 4 weights of each of 8 rows, so one vpmaddubsw against 4 broadcast activation
