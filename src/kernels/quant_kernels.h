@@ -29,6 +29,23 @@ namespace ll3::kernels {
   void T##_to_float(const void* src, float* dst, int64_t n);      \
   float T##_dot(const void* row, const float* x, int64_t n);
 
+// The kernels of the common types that AVX2 and AVX-512 both have, for weight type W and
+// activation type A: over npanels consecutive panels (kernels/panels.h) against one activation
+// row (TypeTraits::dot_q_panels) or nx of them (dot_q_panel_rows), and one weight row against
+// nx activation rows (dot_q_rows).
+#define LL3_QUANT_PANEL_KERNELS(W, A)                                                                              \
+  void W##_dot_##A##_panels(const void* panels, int64_t npanels, const void* xq, const void* act, int64_t n,      \
+                            float* y);                                                                           \
+  void W##_dot_##A##_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx,   \
+                                int64_t n, float* y, size_t y_stride);                                           \
+  void W##_dot_##A##_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y,        \
+                          size_t y_stride);
+
+// Activation quantizers, bit-identical to the references.
+#define LL3_QUANT_ACT_KERNELS                                \
+  void q8_k_from_float(const float* src, void* dst, int64_t n); \
+  void q8_0_from_float(const float* src, void* dst, int64_t n);
+
 // Dequantization straight to bf16 (TypeTraits::to_bf16).
 #define LL3_QUANT_BF16_KERNELS(T) void T##_to_bf16(const void* src, uint16_t* dst, int64_t n);
 
@@ -60,24 +77,10 @@ LL3_QUANT_SIMD_KERNELS(q4_k)
 LL3_QUANT_SIMD_KERNELS(q5_k)
 LL3_QUANT_SIMD_KERNELS(q6_k)
 LL3_QUANT_INT_DOTS
-// Panels (kernels/panels.h), 8 rows per vector (TypeTraits::dot_q_panels).
-void q4_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, const void* act, int64_t n, float* y);
-void q6_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, const void* act, int64_t n, float* y);
-void q8_0_dot_q8_0_panels(const void* panels, int64_t npanels, const void* xq, const void* act, int64_t n, float* y);
-// One weight row against nx activation rows (TypeTraits::dot_q_rows).
-void q4_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride);
-void q6_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride);
-void q8_0_dot_q8_0_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride);
-// npanels panels' rows against nx activation rows (TypeTraits::dot_q_panel_rows).
-void q4_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
-                              float* y, size_t y_stride);
-void q6_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
-                              float* y, size_t y_stride);
-void q8_0_dot_q8_0_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
-                              float* y, size_t y_stride);
-// Activation quantizers, bit-identical to the references.
-void q8_k_from_float(const float* src, void* dst, int64_t n);
-void q8_0_from_float(const float* src, void* dst, int64_t n);
+LL3_QUANT_PANEL_KERNELS(q4_k, q8_k)
+LL3_QUANT_PANEL_KERNELS(q6_k, q8_k)
+LL3_QUANT_PANEL_KERNELS(q8_0, q8_0)
+LL3_QUANT_ACT_KERNELS
 }  // namespace avx2
 
 namespace avx512 {
@@ -102,37 +105,26 @@ LL3_QUANT_BF16_KERNELS(q3_k)
 LL3_QUANT_BF16_KERNELS(q4_k)
 LL3_QUANT_BF16_KERNELS(q5_k)
 LL3_QUANT_BF16_KERNELS(q6_k)
-// Activation quantizers, bit-identical to the references.
-void q8_k_from_float(const float* src, void* dst, int64_t n);
-void q8_0_from_float(const float* src, void* dst, int64_t n);
-// One weight row against nx activation rows (TypeTraits::dot_q_rows).
+LL3_QUANT_ACT_KERNELS
+LL3_QUANT_PANEL_KERNELS(q4_k, q8_k)
+LL3_QUANT_PANEL_KERNELS(q6_k, q8_k)
+LL3_QUANT_PANEL_KERNELS(q8_0, q8_0)
+// One weight row against nx activation rows of the other types (TypeTraits::dot_q_rows).
 void q2_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride);
 void q3_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride);
 void q4_0_dot_q8_0_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride);
-void q4_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride);
 void q5_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride);
-void q6_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride);
-void q8_0_dot_q8_0_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride);
 // Several weight rows (row_stride bytes apart) against one activation row (TypeTraits::dot_q_wrows).
 void q4_k_dot_q8_k_wrows(const void* rows, size_t row_stride, int64_t nrows, const void* xq, int64_t n, float* y);
 void q6_k_dot_q8_k_wrows(const void* rows, size_t row_stride, int64_t nrows, const void* xq, int64_t n, float* y);
 void q8_0_dot_q8_0_wrows(const void* rows, size_t row_stride, int64_t nrows, const void* xq, int64_t n, float* y);
-// npanels consecutive panels (kernels/panels.h) against one activation row (TypeTraits::dot_q_panels).
-void q4_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, const void* act, int64_t n, float* y);
-void q6_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, const void* act, int64_t n, float* y);
-void q8_0_dot_q8_0_panels(const void* panels, int64_t npanels, const void* xq, const void* act, int64_t n, float* y);
-// npanels panels' rows against nx activation rows (TypeTraits::dot_q_panel_rows).
-void q4_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
-                              float* y, size_t y_stride);
-void q6_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
-                              float* y, size_t y_stride);
-void q8_0_dot_q8_0_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
-                              float* y, size_t y_stride);
 }  // namespace avx512
 
 #undef LL3_QUANT_ROW_KERNELS
 #undef LL3_QUANT_SIMD_KERNELS
 #undef LL3_QUANT_INT_DOTS
 #undef LL3_QUANT_BF16_KERNELS
+#undef LL3_QUANT_PANEL_KERNELS
+#undef LL3_QUANT_ACT_KERNELS
 
 }  // namespace ll3::kernels

@@ -93,9 +93,11 @@ void matmul_q(ThreadPool& pool, const Group& units, const float* x, int64_t n, c
     for (int64_t t = begin; t < end; ++t) act.from_float(x + t * cols, scratch.xq + t * xq_bytes, cols);
   });
   const size_t panel_act_bytes = kernels::panel_act_bytes(scratch.max_cols);
-  for (int j = 0; j < units.count && n == 1; ++j) {
-    const WeightMatrix& W = *units.out[j].W;
-    if (W.panels) kernels::panel_act(W.type, scratch.xq, cols, scratch.panel_act + j * panel_act_bytes);
+  if (n == 1) {  // the decode panel kernels' side data, once per product
+    for (int j = 0; j < units.count; ++j) {
+      const WeightMatrix& W = *units.out[j].W;
+      if (W.panels) kernels::panel_act(W.type, scratch.xq, cols, scratch.panel_act + j * panel_act_bytes);
+    }
   }
   const int64_t chunk = std::max<int64_t>(1, row_chunk(pool, units.total() * P) / P);
   auto split = [&](int t, int nt) { return units.split(t, nt); };

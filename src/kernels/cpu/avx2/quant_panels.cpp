@@ -32,6 +32,12 @@ inline __m256 load_f16x8(const uint8_t* p, int h) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * h)));
 }
 
+// The prompt kernels' 8 row sums of one token over one segment of blocks: the first segment
+// stores them, the later ones add to them.
+inline void store_or_add(float* y, __m256 sum, bool first) {
+  _mm256_storeu_ps(y, first ? sum : _mm256_add_ps(_mm256_loadu_ps(y), sum));
+}
+
 inline __m256i bcast32(const void* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
@@ -236,14 +242,12 @@ void q4_k_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, siz
   constexpr size_t kUnit = R * sizeof(BlockQ4_K);
   const int64_t nb = n / kQKK;
   const size_t panel_bytes = kUnit * static_cast<size_t>(nb);
-  alignas(32) K4PanelAct digits[kSeg][NX];
+  alignas(32) K4PanelAct digits[NX][kSeg];
   const __m256i m3f = _mm256_set1_epi8(0x3f), m0f = _mm256_set1_epi8(0x0f), m03 = _mm256_set1_epi8(0x03);
   const __m256i ones16 = _mm256_set1_epi16(1);
   for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {
     const int64_t s1 = std::min(nb, s0 + kSeg);
-    for (int64_t i = s0; i < s1; ++i) {
-      for (int x = 0; x < NX; ++x) panel_act(DType::Q4_K, &act_row<BlockQ8_K>(xq, stride, x)[i], kQKK, &digits[i - s0][x]);
-    }
+    for (int x = 0; x < NX; ++x) panel_act(DType::Q4_K, &act_row<BlockQ8_K>(xq, stride, x)[s0], (s1 - s0) * kQKK, digits[x]);
     for (int64_t p = 0; p < npanels; ++p) {
       const uint8_t* w = panels + p * panel_bytes;
       for (int h = 0; h < 2; ++h) {
@@ -285,7 +289,7 @@ void q4_k_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, siz
           }
           const __m256 d = load_f16x8(blk, h), dmin = load_f16x8(blk + 32, h);
           for (int x = 0; x < NX; ++x) {
-            const K4PanelAct& dg = digits[i - s0][x];
+            const K4PanelAct& dg = digits[x][i - s0];
             const __m256i mh = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(mn_lo, bcast32(dg.h)),
                                                                   _mm256_maddubs_epi16(mn_hi, bcast32(dg.h + 4))),
                                                  ones16);
@@ -298,10 +302,7 @@ void q4_k_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, siz
             acc[x] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_mul_ps(dmin, ad), acc[x]);
           }
         }
-        for (int x = 0; x < NX; ++x) {
-          float* out = y + x * y_stride + p * R + 8 * h;
-          _mm256_storeu_ps(out, s0 == 0 ? acc[x] : _mm256_add_ps(_mm256_loadu_ps(out), acc[x]));
-        }
+        for (int x = 0; x < NX; ++x) store_or_add(y + x * y_stride + p * R + 8 * h, acc[x], s0 == 0);
       }
     }
   }
@@ -329,14 +330,12 @@ void q6_k_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, siz
   constexpr size_t kUnit = R * 2 * sizeof(BlockQ6_K);
   const int64_t nb = n / kQKK;
   const size_t panel_bytes = kUnit * static_cast<size_t>(nb / 2);
-  alignas(32) Q6PanelAct digits[kSeg][NX];
+  alignas(32) Q6PanelAct digits[NX][kSeg];
   const __m256i m0f = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
   const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
   for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {
     const int64_t s1 = std::min(nb, s0 + kSeg);
-    for (int64_t i = s0; i < s1; ++i) {
-      for (int x = 0; x < NX; ++x) panel_act(DType::Q6_K, &act_row<BlockQ8_K>(xq, stride, x)[i], kQKK, &digits[i - s0][x]);
-    }
+    for (int x = 0; x < NX; ++x) panel_act(DType::Q6_K, &act_row<BlockQ8_K>(xq, stride, x)[s0], (s1 - s0) * kQKK, digits[x]);
     for (int64_t p = 0; p < npanels; ++p) {
       const uint8_t* w = panels + p * panel_bytes;
       for (int hf = 0; hf < 2; ++hf) {
@@ -359,7 +358,7 @@ void q6_k_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, siz
           __m256i isum[NX];
           for (int x = 0; x < NX; ++x) {
             // The offset term, as in the decode kernel (two scale lines' digit products per lane).
-            const Q6PanelAct& dg = digits[i - s0][x];
+            const Q6PanelAct& dg = digits[x][i - s0];
             __m256i ch = _mm256_setzero_si256(), cl = ch;
             for (int s = 0; s < 4; s += 2) {
               const __m256i h16 = _mm256_add_epi16(_mm256_maddubs_epi16(bcast32(dg.h + 4 * s), sc[s]),
@@ -413,10 +412,7 @@ void q6_k_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, siz
             acc[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[x]), _mm256_mul_ps(dw, ad), acc[x]);
           }
         }
-        for (int x = 0; x < NX; ++x) {
-          float* out = y + x * y_stride + p * R + 8 * hf;
-          _mm256_storeu_ps(out, s0 == 0 ? acc[x] : _mm256_add_ps(_mm256_loadu_ps(out), acc[x]));
-        }
+        for (int x = 0; x < NX; ++x) store_or_add(y + x * y_stride + p * R + 8 * hf, acc[x], s0 == 0);
       }
     }
   }

@@ -230,15 +230,13 @@ void q4_k_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, siz
   constexpr size_t kUnit = R * sizeof(BlockQ4_K);
   const int64_t nb = n / kQKK;
   const size_t panel_bytes = kUnit * static_cast<size_t>(nb);
-  alignas(64) K4PanelAct digits[kSeg][NX];
+  alignas(64) K4PanelAct digits[NX][kSeg];
   const __m512i m3f = _mm512_set1_epi8(0x3f), m0f = _mm512_set1_epi8(0x0f), m03 = _mm512_set1_epi8(0x03);
   const __m512i mf0 = _mm512_set1_epi8(static_cast<char>(0xf0));
   const __m512i ff = _mm512_set1_epi32(0xff);
   for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {
     const int64_t s1 = std::min(nb, s0 + kSeg);
-    for (int64_t i = s0; i < s1; ++i) {
-      for (int x = 0; x < NX; ++x) panel_act(DType::Q4_K, &act_row<BlockQ8_K>(xq, stride, x)[i], kQKK, &digits[i - s0][x]);
-    }
+    for (int x = 0; x < NX; ++x) panel_act(DType::Q4_K, &act_row<BlockQ8_K>(xq, stride, x)[s0], (s1 - s0) * kQKK, digits[x]);
     for (int64_t p = 0; p < npanels; ++p) {
       const uint8_t* w = panels + p * panel_bytes;
       __m512 acc[NX];
@@ -279,7 +277,7 @@ void q4_k_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, siz
         }
         const __m512 d = load_f16x16(blk), dmin = load_f16x16(blk + 32);
         for (int x = 0; x < NX; ++x) {
-          const K4PanelAct& dg = digits[i - s0][x];
+          const K4PanelAct& dg = digits[x][i - s0];
           __m512i mh = _mm512_dpbusd_epi32(_mm512_setzero_si512(), mn_lo, bcast32(dg.h));
           mh = _mm512_dpbusd_epi32(mh, mn_hi, bcast32(dg.h + 4));
           __m512i ml = _mm512_dpbusd_epi32(_mm512_setzero_si512(), mn_lo, bcast32(dg.l));
@@ -315,13 +313,11 @@ void q6_k_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, siz
   constexpr size_t kUnit = R * 2 * sizeof(BlockQ6_K);
   const int64_t nb = n / kQKK;
   const size_t panel_bytes = kUnit * static_cast<size_t>(nb / 2);
-  alignas(64) Q6PanelAct digits[kSeg][NX];
+  alignas(64) Q6PanelAct digits[NX][kSeg];
   const __m512i m0f = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30), ones = _mm512_set1_epi8(1);
   for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {
     const int64_t s1 = std::min(nb, s0 + kSeg);
-    for (int64_t i = s0; i < s1; ++i) {
-      for (int x = 0; x < NX; ++x) panel_act(DType::Q6_K, &act_row<BlockQ8_K>(xq, stride, x)[i], kQKK, &digits[i - s0][x]);
-    }
+    for (int x = 0; x < NX; ++x) panel_act(DType::Q6_K, &act_row<BlockQ8_K>(xq, stride, x)[s0], (s1 - s0) * kQKK, digits[x]);
     for (int64_t p = 0; p < npanels; ++p) {
       const uint8_t* w = panels + p * panel_bytes;
       __m512 acc[NX];
@@ -338,7 +334,7 @@ void q6_k_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, siz
         __m512i isum[NX];
         for (int x = 0; x < NX; ++x) {
           // The offset term, as in the decode kernel: 32 * sum_g sc_g * bsum_g.
-          const Q6PanelAct& dg = digits[i - s0][x];
+          const Q6PanelAct& dg = digits[x][i - s0];
           __m512i ch = _mm512_setzero_si512(), cl = ch;
           for (int q = 0; q < 4; ++q) {
             ch = _mm512_dpbusd_epi32(ch, bcast32(dg.h + 4 * q), sc[q]);
@@ -399,8 +395,8 @@ void q6_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* x
 // ---- Q8_0 x Q8_0, several tokens (prompts) ---------------------------------------------------
 // As the decode kernel, with the 64 weight bytes of a group loaded once for NX tokens: one
 // vpdpbusd per group and token gives 16 rows' products (the row kernel, avx512/
-// quant_vnni_rows.cpp, gets one row's from each). The tokens' block sums (for the + 128 the
-// panels store) and scales are prepared per segment of blocks for all the panels of the call.
+// quant_vnni_rows.cpp, gets one row's from each). The tokens' panel_act (block sums for the
+// + 128 the panels store, scales) is made per segment of blocks for all the panels of the call.
 template <int NX>
 void q8_0_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, size_t stride, int64_t n, float* y,
                      size_t y_stride) {
@@ -408,19 +404,10 @@ void q8_0_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, siz
   constexpr size_t kUnit = R * 2 * sizeof(BlockQ8_0);
   const int64_t nb = n / kQK;
   const size_t panel_bytes = kUnit * static_cast<size_t>(nb / 2);
-  alignas(64) int32_t asum[kSeg][NX];
-  alignas(64) float ad[kSeg][NX];
+  alignas(64) Q80PanelAct sums[NX][kSeg];
   for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {
     const int64_t s1 = std::min(nb, s0 + kSeg);
-    for (int64_t i = s0; i < s1; ++i) {
-      for (int x = 0; x < NX; ++x) {
-        const BlockQ8_0& a = act_row<BlockQ8_0>(xq, stride, x)[i];
-        int sum = 0;
-        for (int j = 0; j < kQK; ++j) sum += a.qs[j];
-        asum[i - s0][x] = 128 * sum;
-        ad[i - s0][x] = simd::h2f(a.d);
-      }
-    }
+    for (int x = 0; x < NX; ++x) panel_act(DType::Q8_0, &act_row<BlockQ8_0>(xq, stride, x)[s0], (s1 - s0) * kQK, sums[x]);
     for (int64_t p = 0; p < npanels; ++p) {
       const uint8_t* w = panels + p * panel_bytes;
       __m512 acc[NX];
@@ -430,7 +417,7 @@ void q8_0_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, siz
         const int64_t b = i & 1;
         if (b == 0) prefetch_line(u);
         __m512i isum[NX];
-        for (int x = 0; x < NX; ++x) isum[x] = _mm512_set1_epi32(-asum[i - s0][x]);
+        for (int x = 0; x < NX; ++x) isum[x] = _mm512_set1_epi32(-sums[x][i - s0].sum128);
         LL3_UNROLL for (int k = 0; k < 8; ++k) {
           const __m512i g = load_line(u + 64 + 512 * b + 64 * k);
           for (int x = 0; x < NX; ++x) {
@@ -439,7 +426,7 @@ void q8_0_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, siz
         }
         const __m512 dw = load_f16x16(u + 32 * b);
         for (int x = 0; x < NX; ++x) {
-          acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[x]), _mm512_mul_ps(dw, _mm512_set1_ps(ad[i - s0][x])), acc[x]);
+          acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[x]), _mm512_mul_ps(dw, _mm512_set1_ps(sums[x][i - s0].d)), acc[x]);
         }
       }
       for (int x = 0; x < NX; ++x) store_or_add(y + x * y_stride + p * R, acc[x], s0 == 0);
