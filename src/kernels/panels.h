@@ -32,6 +32,9 @@
 namespace ll3::kernels {
 
 constexpr int64_t kPanelRows = 16;
+// The longest row (columns) TypeTraits::dot_q_panel_rows takes; longer rows are unpacked for
+// dot_q_rows (same results).
+constexpr int64_t kPanelRowsMaxCols = 32768;
 
 // Whether a (rows x cols) matrix of type t can take the panel layout: the type has one, rows is
 // a multiple of 16 and the row a whole number of units.

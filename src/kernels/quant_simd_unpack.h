@@ -36,6 +36,10 @@ struct KUnpacked {
   alignas(64) uint8_t u[kQKK];
   float s[16];   // d * sub-block scale
   float mn[16];  // dmin * sub-block min (0 for the symmetric types)
+  // The same as integers, for the integer path (kernels/int_dot_order.h): weight j =
+  // d * isc[j / 16] * (u[j] - off) - dmin * imn[j / 16].
+  alignas(32) int16_t isc[16];
+  alignas(32) int16_t imn[16];
   int off;
   bool has_min;
 };
@@ -84,8 +88,10 @@ static inline __m256i unpack_q5_32(const uint8_t* qs, const uint8_t* qh) {
 static inline void unpack_q2_k(const BlockQ2_K& b, KUnpacked& o) {
   const float d = h2f(b.d), dmin = h2f(b.dmin);
   for (int g = 0; g < 16; ++g) {
-    o.s[g] = d * (b.scales[g] & 0xF);
-    o.mn[g] = dmin * (b.scales[g] >> 4);
+    o.isc[g] = b.scales[g] & 0xF;
+    o.imn[g] = b.scales[g] >> 4;
+    o.s[g] = d * o.isc[g];
+    o.mn[g] = dmin * o.imn[g];
   }
   const __m256i three = _mm256_set1_epi8(3);
   for (int h = 0; h < 2; ++h) {
@@ -104,6 +110,8 @@ static inline void unpack_q3_k(const BlockQ3_K& b, KUnpacked& o) {
   int8_t sc[16];
   q3k_scales(b.scales, sc);
   for (int g = 0; g < 16; ++g) {
+    o.isc[g] = sc[g];
+    o.imn[g] = 0;
     o.s[g] = d * sc[g];
     o.mn[g] = 0.0f;
   }
@@ -125,6 +133,8 @@ static inline void k4_scales(const uint8_t* packed, float d, float dmin, KUnpack
   for (int j = 0; j < 8; ++j) {
     uint8_t sc, m;
     k4_scale_min(j, packed, &sc, &m);
+    o.isc[2 * j] = o.isc[2 * j + 1] = sc;
+    o.imn[2 * j] = o.imn[2 * j + 1] = m;
     o.s[2 * j] = o.s[2 * j + 1] = d * sc;
     o.mn[2 * j] = o.mn[2 * j + 1] = dmin * m;
   }
@@ -158,6 +168,8 @@ static inline void unpack_q5_k(const BlockQ5_K& b, KUnpacked& o) {
 static inline void unpack_q6_k(const BlockQ6_K& b, KUnpacked& o) {
   const float d = h2f(b.d);
   for (int g = 0; g < 16; ++g) {
+    o.isc[g] = b.scales[g];
+    o.imn[g] = 0;
     o.s[g] = d * b.scales[g];
     o.mn[g] = 0.0f;
   }

@@ -111,7 +111,7 @@ void matmul_q(ThreadPool& pool, const Group& units, const float* x, int64_t n, c
         tr.dot_q_panels(W.row(r0), u1 - u0, scratch.xq, scratch.panel_act + j * panel_act_bytes, cols, o.y + r0);
       } else if (n == 1 && tr.dot_q_wrows != nullptr) {
         tr.dot_q_wrows(W.row(r0), W.row_bytes, r1 - r0, scratch.xq, cols, o.y + r0);
-      } else if (W.panels && tr.dot_q_panel_rows != nullptr) {
+      } else if (W.panels && tr.dot_q_panel_rows != nullptr && cols <= kernels::kPanelRowsMaxCols) {
         tr.dot_q_panel_rows(W.row(r0), u1 - u0, scratch.xq, xq_bytes, n, cols, o.y + r0, static_cast<size_t>(W.rows));
       } else {
         // Each weight row is unpacked once for all activation rows (y is (n, rows): stride rows).

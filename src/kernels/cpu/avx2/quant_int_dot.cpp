@@ -1,10 +1,14 @@
 // AVX2 integer dots (no VNNI): u8 x s8 products by vpmaddubsw, pairs summed into int16, then
-// vpmaddwd into int32, scaled in float. The int16 pair sums cannot saturate: unsigned weight bytes
+// vpmaddwd into int32, summed exactly per block and scaled in float once per block. The int16 pair sums cannot saturate: unsigned weight bytes
 // are at most 128 (|w| after the sign trick) and activations at most 127 in magnitude, so a pair
 // is at most 2 * 128 * 127 = 32512. Same scheme as the AVX-512 file.
 #include <immintrin.h>
 
+#include <cmath>
+
+#include "kernels/cpu/int_sums.h"
 #include "kernels/cpu/vec_f32.h"
+#include "kernels/int_dot_order.h"
 #include "kernels/quant_kernels.h"
 #include "kernels/quant_simd_unpack.h"
 
@@ -24,22 +28,21 @@ inline __m256i dot_signed(__m256i w, __m256i a) {
   return dot_unsigned(_mm256_abs_epi8(w), _mm256_sign_epi8(a, w));
 }
 
+// Per 32-weight block the exact sum(w a), then the float step of kernels/int_dot_order.h.
 template <class W, class A, bool Signed, __m256i (*Vals)(const W&),
-          float (*Offset)(const W&, const A&) = nullptr>
+          float (*Offset)(const W&, const A&, float) = nullptr>
 float legacy_dot(const void* row, const void* xq, int64_t n) {
   const W* w = static_cast<const W*>(row);
   const A* a = static_cast<const A*>(xq);
-  __m256 acc = _mm256_setzero_ps();
-  float extra = 0.0f;
+  float acc = 0.0f;
   for (int64_t i = 0; i < n / kQK; ++i) {
     const __m256i v = Vals(w[i]);
     const __m256i qa = load32(a[i].qs);
     const __m256i p = Signed ? dot_signed(v, qa) : dot_unsigned(v, qa);
-    const float scale = simd::h2f(w[i].d) * simd::h2f(a[i].d);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(scale), acc);
-    if constexpr (Offset != nullptr) extra += Offset(w[i], a[i]);
+    acc = int_dot_step(acc, hsum_i32(p), simd::h2f(w[i].d) * simd::h2f(a[i].d));
+    if constexpr (Offset != nullptr) acc = Offset(w[i], a[i], acc);
   }
-  return hsum8(acc) + extra;
+  return acc;
 }
 
 __m256i q4_0_vals(const BlockQ4_0& b) { return _mm256_sub_epi8(simd::unpack_q4_32(b.qs), _mm256_set1_epi8(8)); }
@@ -49,36 +52,36 @@ __m256i q5_0_vals(const BlockQ5_0& b) {
 __m256i q8_0_vals(const BlockQ8_0& b) { return load32(b.qs); }
 __m256i q4_1_vals(const BlockQ4_1& b) { return simd::unpack_q4_32(b.qs); }
 __m256i q5_1_vals(const BlockQ5_1& b) { return simd::unpack_q5_32(b.qs, b.qh); }
-float q4_1_offset(const BlockQ4_1& w, const BlockQ8_1& a) { return simd::h2f(w.m) * simd::h2f(a.s); }
-float q5_1_offset(const BlockQ5_1& w, const BlockQ8_1& a) { return simd::h2f(w.m) * simd::h2f(a.s); }
+float q4_1_offset(const BlockQ4_1& w, const BlockQ8_1& a, float acc) { return std::fma(simd::h2f(w.m), simd::h2f(a.s), acc); }
+float q5_1_offset(const BlockQ5_1& w, const BlockQ8_1& a, float acc) { return std::fma(simd::h2f(w.m), simd::h2f(a.s), acc); }
 
-// K-quants (see the AVX-512 file for the algebra): 32 bytes per step, lanes 0-3 of the int32
-// products belong to group 2c, lanes 4-7 to group 2c + 1.
+// K-quants: 32 bytes per step, lanes 0-3 of the int32 products belong to group 2c, lanes 4-7 to
+// group 2c + 1; scaled per group in int32, the offset and the mins from the activation's group
+// sums, then the block's exact sums go through the float steps of kernels/int_dot_order.h.
 template <class Block, void (*Unpack)(const Block&, KUnpacked&)>
 float k_dot_q8k(const void* row, const void* xq, int64_t n) {
   const Block* w = static_cast<const Block*>(row);
   const BlockQ8_K* a = static_cast<const BlockQ8_K*>(xq);
   KUnpacked k;
-  __m256 total = _mm256_setzero_ps();
+  float acc = 0.0f, accm = 0.0f;
   for (int64_t i = 0; i < n / kQKK; ++i) {
     Unpack(w[i], k);
-    __m256 acc = _mm256_setzero_ps();
+    __m256i isum = _mm256_setzero_si256();
 #pragma clang loop unroll(full)
     for (int c = 0; c < 8; ++c) {
       const __m256i p = dot_unsigned(load32(k.u + 32 * c), load32(a[i].qs + 32 * c));
-      const __m256 sc = _mm256_set_m128(_mm_set1_ps(k.s[2 * c + 1]), _mm_set1_ps(k.s[2 * c]));
-      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, acc);
+      const __m256i sc = _mm256_set_m128i(_mm_set1_epi32(k.isc[2 * c + 1]), _mm_set1_epi32(k.isc[2 * c]));
+      isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(p, sc));
     }
-    const __m128i bs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a[i].bsums));
-    const __m128i bs_hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a[i].bsums + 8));
-    const __m256 off = _mm256_set1_ps(static_cast<float>(k.off));
-    const __m256 c_lo = _mm256_fmadd_ps(_mm256_loadu_ps(k.s), off, _mm256_loadu_ps(k.mn));
-    const __m256 c_hi = _mm256_fmadd_ps(_mm256_loadu_ps(k.s + 8), off, _mm256_loadu_ps(k.mn + 8));
-    acc = _mm256_fnmadd_ps(c_lo, _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(bs)), acc);
-    acc = _mm256_fnmadd_ps(c_hi, _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(bs_hi)), acc);
-    total = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d), acc, total);
+    const __m256i bs = load32(a[i].bsums);
+    int32_t s = hsum_i32(isum);
+    if (k.off != 0) s -= k.off * hsum_i32(_mm256_madd_epi16(bs, load32(k.isc)));
+    acc = int_dot_step(acc, s, simd::h2f(w[i].d) * a[i].d);
+    if constexpr (requires { w[i].dmin; }) {
+      accm = int_dot_min_step(accm, hsum_i32(_mm256_madd_epi16(bs, load32(k.imn))), simd::h2f(w[i].dmin) * a[i].d);
+    }
   }
-  return hsum8(total);
+  return acc - accm;
 }
 
 }  // namespace

@@ -32,10 +32,11 @@ inline __m256 load_f16x8(const uint8_t* p, int h) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * h)));
 }
 
-// The prompt kernels' 8 row sums of one token over one segment of blocks: the first segment
-// stores them, the later ones add to them.
-inline void store_or_add(float* y, __m256 sum, bool first) {
-  _mm256_storeu_ps(y, first ? sum : _mm256_add_ps(_mm256_loadu_ps(y), sum));
+// The prompt kernels' 8 row accumulators of one token at the start of a segment of blocks:
+// zero for the first, else where the last segment left them in y (one chain over the row, the
+// order of kernels/int_dot_order.h).
+inline __m256 segment_start(const float* y, bool first) {
+  return first ? _mm256_setzero_ps() : _mm256_loadu_ps(y);
 }
 
 inline __m256i bcast32(const void* p) {
@@ -238,21 +239,23 @@ void q8_0_dot_q8_0_panels(const void* panels, int64_t npanels, const void* xq, c
 template <int NX>
 void q4_k_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, size_t stride, int64_t n, float* y,
                      size_t y_stride) {
-  constexpr int64_t kSeg = 32;  // activation blocks whose digits are prepared at a time
+  // One segment: the digits of the whole row (n <= kPanelRowsMaxCols), so that the two
+  // accumulators of kernels/int_dot_order.h run over the row in registers.
+  constexpr int64_t kSeg = kPanelRowsMaxCols / kQKK;
   constexpr size_t kUnit = R * sizeof(BlockQ4_K);
   const int64_t nb = n / kQKK;
   const size_t panel_bytes = kUnit * static_cast<size_t>(nb);
   alignas(32) K4PanelAct digits[NX][kSeg];
   const __m256i m3f = _mm256_set1_epi8(0x3f), m0f = _mm256_set1_epi8(0x0f), m03 = _mm256_set1_epi8(0x03);
   const __m256i ones16 = _mm256_set1_epi16(1);
-  for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {
+  for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {  // once
     const int64_t s1 = std::min(nb, s0 + kSeg);
     for (int x = 0; x < NX; ++x) panel_act(DType::Q4_K, &act_row<BlockQ8_K>(xq, stride, x)[s0], (s1 - s0) * kQKK, digits[x]);
     for (int64_t p = 0; p < npanels; ++p) {
       const uint8_t* w = panels + p * panel_bytes;
       for (int h = 0; h < 2; ++h) {
-        __m256 acc[NX];
-        for (int x = 0; x < NX; ++x) acc[x] = _mm256_setzero_ps();
+        __m256 acc[NX], acc_min[NX];
+        for (int x = 0; x < NX; ++x) acc[x] = acc_min[x] = _mm256_setzero_ps();
         for (int64_t i = s0; i < s1; ++i) {
           const uint8_t* blk = w + i * kUnit;
           if (h == 0) {
@@ -299,10 +302,10 @@ void q4_k_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, siz
             const __m256i mins = _mm256_add_epi32(_mm256_slli_epi32(mh, 6), ml);
             const __m256 ad = _mm256_set1_ps(act_row<BlockQ8_K>(xq, stride, x)[i].d);
             acc[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[x]), _mm256_mul_ps(d, ad), acc[x]);
-            acc[x] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_mul_ps(dmin, ad), acc[x]);
+            acc_min[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_mul_ps(dmin, ad), acc_min[x]);
           }
         }
-        for (int x = 0; x < NX; ++x) store_or_add(y + x * y_stride + p * R + 8 * h, acc[x], s0 == 0);
+        for (int x = 0; x < NX; ++x) _mm256_storeu_ps(y + x * y_stride + p * R + 8 * h, _mm256_sub_ps(acc[x], acc_min[x]));
       }
     }
   }
@@ -340,7 +343,7 @@ void q6_k_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, siz
       const uint8_t* w = panels + p * panel_bytes;
       for (int hf = 0; hf < 2; ++hf) {
         __m256 acc[NX];
-        for (int x = 0; x < NX; ++x) acc[x] = _mm256_setzero_ps();
+        for (int x = 0; x < NX; ++x) acc[x] = segment_start(y + x * y_stride + p * R + 8 * hf, s0 == 0);
         for (int64_t i = s0; i < s1; ++i) {
           const int64_t h2 = i & 1;
           const uint8_t* unit = w + (i / 2) * kUnit;
@@ -412,7 +415,7 @@ void q6_k_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, siz
             acc[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[x]), _mm256_mul_ps(dw, ad), acc[x]);
           }
         }
-        for (int x = 0; x < NX; ++x) store_or_add(y + x * y_stride + p * R + 8 * hf, acc[x], s0 == 0);
+        for (int x = 0; x < NX; ++x) _mm256_storeu_ps(y + x * y_stride + p * R + 8 * hf, acc[x]);
       }
     }
   }

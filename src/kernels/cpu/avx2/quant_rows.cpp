@@ -2,12 +2,15 @@
 // prompt path on CPUs without AMX or AVX-512): each weight block is unpacked once and multiplied
 // into up to four activation rows, as in avx512/quant_vnni_rows.cpp. vpmaddubsw takes the place
 // of vpdpbusd, and the vpmaddwd that widens its int16 pairs also applies the sub-block scale.
+// Each block's exact sum is scaled in float in the order of kernels/int_dot_order.h.
 #include <immintrin.h>
 
 #include <cstring>
 
+#include "kernels/cpu/int_sums.h"
 #include "kernels/cpu/row_passes.h"
 #include "kernels/cpu/vec_f32.h"
+#include "kernels/int_dot_order.h"
 #include "kernels/quant_kernels.h"
 #include "kernels/quant_simd_unpack.h"
 
@@ -26,8 +29,7 @@ template <int NX>
 void q4_k_rows(const void* row, const void* xq, size_t stride, int64_t n, float* y, size_t y_stride) {
   const BlockQ4_K* w = static_cast<const BlockQ4_K*>(row);
   const __m256i m0f = _mm256_set1_epi8(0x0f);
-  __m256 acc[NX];
-  for (int x = 0; x < NX; ++x) acc[x] = _mm256_setzero_ps();
+  float acc[NX] = {}, accm[NX] = {};
   for (int64_t i = 0; i < n / kQKK; ++i) {
     uint32_t s32[3];
     std::memcpy(s32, w[i].scales, 12);
@@ -56,11 +58,11 @@ void q4_k_rows(const void* row, const void* xq, size_t stride, int64_t n, float*
     for (int x = 0; x < NX; ++x) {
       const BlockQ8_K& a = act_row<BlockQ8_K>(xq, stride, x)[i];
       const __m256i pm = _mm256_madd_epi16(load32(a.bsums), mins);  // sum_j m_j * (bsum 2j + 2j+1)
-      acc[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[x]), _mm256_set1_ps(d * a.d), acc[x]);
-      acc[x] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(pm), _mm256_set1_ps(dmin * a.d), acc[x]);
+      acc[x] = int_dot_step(acc[x], hsum_i32(isum[x]), d * a.d);
+      accm[x] = int_dot_min_step(accm[x], hsum_i32(pm), dmin * a.d);
     }
   }
-  for (int x = 0; x < NX; ++x) y[x * y_stride] = hsum8(acc[x]);
+  for (int x = 0; x < NX; ++x) y[x * y_stride] = acc[x] - accm[x];
 }
 
 // ---- Q6_K x Q8_K ----------------------------------------------------------------------------
@@ -72,8 +74,7 @@ template <int NX>
 void q6_k_rows(const void* row, const void* xq, size_t stride, int64_t n, float* y, size_t y_stride) {
   const BlockQ6_K* w = static_cast<const BlockQ6_K*>(row);
   const __m256i m0f = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
-  __m256 acc[NX];
-  for (int x = 0; x < NX; ++x) acc[x] = _mm256_setzero_ps();
+  float acc[NX] = {};
   for (int64_t i = 0; i < n / kQKK; ++i) {
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[i].scales)));
     const float d = simd::h2f(w[i].d);
@@ -98,11 +99,10 @@ void q6_k_rows(const void* row, const void* xq, size_t stride, int64_t n, float*
     for (int x = 0; x < NX; ++x) {
       const BlockQ8_K& a = act_row<BlockQ8_K>(xq, stride, x)[i];
       const __m256i off = _mm256_madd_epi16(load32(a.bsums), sc16);
-      acc[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(isum[x], _mm256_slli_epi32(off, 5))),
-                               _mm256_set1_ps(d * a.d), acc[x]);
+      acc[x] = int_dot_step(acc[x], hsum_i32(_mm256_sub_epi32(isum[x], _mm256_slli_epi32(off, 5))), d * a.d);
     }
   }
-  for (int x = 0; x < NX; ++x) y[x * y_stride] = hsum8(acc[x]);
+  for (int x = 0; x < NX; ++x) y[x * y_stride] = acc[x];
 }
 
 // ---- Q8_0 x Q8_0 ----------------------------------------------------------------------------
@@ -111,8 +111,7 @@ template <int NX>
 void q8_0_rows(const void* row, const void* xq, size_t stride, int64_t n, float* y, size_t y_stride) {
   const BlockQ8_0* w = static_cast<const BlockQ8_0*>(row);
   const __m256i ones16 = _mm256_set1_epi16(1);
-  __m256 acc[NX];
-  for (int x = 0; x < NX; ++x) acc[x] = _mm256_setzero_ps();
+  float acc[NX] = {};
   const int64_t nb = n / kQK;
   // Two blocks per step: their products are independent, and the f16 scales of a step (2 weight
   // blocks, up to 4 activation rows each) are converted together.
@@ -138,8 +137,8 @@ void q8_0_rows(const void* row, const void* xq, size_t stride, int64_t n, float*
       const BlockQ8_0* a = act_row<BlockQ8_0>(xq, stride, x) + i;
       const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(aq0, _mm256_sign_epi8(load32(a[0].qs), q0)), ones16);
       const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(aq1, _mm256_sign_epi8(load32(a[1].qs), q1)), ones16);
-      acc[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_broadcast_ss(f + x), acc[x]);
-      acc[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_broadcast_ss(f + 4 + x), acc[x]);
+      acc[x] = int_dot_step(acc[x], hsum_i32(p0), f[x]);
+      acc[x] = int_dot_step(acc[x], hsum_i32(p1), f[4 + x]);
     }
   }
   for (; i < nb; ++i) {
@@ -149,10 +148,10 @@ void q8_0_rows(const void* row, const void* xq, size_t stride, int64_t n, float*
     for (int x = 0; x < NX; ++x) {
       const BlockQ8_0& a = act_row<BlockQ8_0>(xq, stride, x)[i];
       const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, _mm256_sign_epi8(load32(a.qs), q)), ones16);
-      acc[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * simd::h2f(a.d)), acc[x]);
+      acc[x] = int_dot_step(acc[x], hsum_i32(p), d * simd::h2f(a.d));
     }
   }
-  for (int x = 0; x < NX; ++x) y[x * y_stride] = hsum8(acc[x]);
+  for (int x = 0; x < NX; ++x) y[x * y_stride] = acc[x];
 }
 
 template <int NX> struct Q4K { static void run(const void* r, const void* a, size_t s, int64_t n, float* y, size_t ys) { q4_k_rows<NX>(r, a, s, n, y, ys); } };

@@ -36,10 +36,11 @@ inline __m512 load_f16x16(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
-// The prompt kernels' 16 row sums of one token over one segment of blocks: the first segment
-// stores them, the later ones add to them.
-inline void store_or_add(float* y, __m512 sum, bool first) {
-  _mm512_storeu_ps(y, first ? sum : _mm512_add_ps(_mm512_loadu_ps(y), sum));
+// The prompt kernels' 16 row accumulators of one token at the start of a segment of blocks:
+// zero for the first, else where the last segment left them in y (one chain over the row, the
+// order of kernels/int_dot_order.h).
+inline __m512 segment_start(const float* y, bool first) {
+  return first ? _mm512_setzero_ps() : _mm512_loadu_ps(y);
 }
 
 inline __m512i bcast32(const void* p) {
@@ -187,7 +188,7 @@ void q6_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, c
 
 // ---- Q8_0 x Q8_0 ----------------------------------------------------------------------------
 // The weights are stored + 128 (unsigned): sum (w + 128) a - 128 * sum a = sum w a, with sum a
-// prepared once per activation block. Two blocks (one unit) per step, two chains each.
+// prepared once per activation block. Two blocks (one unit) per step, two integer chains each.
 void q8_0_dot_q8_0_panels(const void* panels, int64_t npanels, const void* xq, const void* act, int64_t n,
                           float* y) {
   constexpr size_t kUnit = R * 2 * sizeof(BlockQ8_0);
@@ -197,7 +198,7 @@ void q8_0_dot_q8_0_panels(const void* panels, int64_t npanels, const void* xq, c
   const Q80PanelAct* as = static_cast<const Q80PanelAct*>(act);
   for (int64_t p = 0; p < npanels; ++p) {
     const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    __m512 acc = _mm512_setzero_ps();  // one chain: the order of kernels/int_dot_order.h
     for (int64_t i = 0; i < nb; i += 2) {
       const uint8_t* u = w + (i / 2) * kUnit;
       prefetch_line(u);
@@ -212,10 +213,10 @@ void q8_0_dot_q8_0_panels(const void* panels, int64_t npanels, const void* xq, c
       }
       const __m512i d0 = _mm512_sub_epi32(_mm512_add_epi32(s0a, s0b), _mm512_set1_epi32(as[i].sum128));
       const __m512i d1 = _mm512_sub_epi32(_mm512_add_epi32(s1a, s1b), _mm512_set1_epi32(as[i + 1].sum128));
-      acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d0), _mm512_mul_ps(load_f16x16(u), _mm512_set1_ps(as[i].d)), acc0);
-      acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), _mm512_mul_ps(load_f16x16(u + 32), _mm512_set1_ps(as[i + 1].d)), acc1);
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d0), _mm512_mul_ps(load_f16x16(u), _mm512_set1_ps(as[i].d)), acc);
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), _mm512_mul_ps(load_f16x16(u + 32), _mm512_set1_ps(as[i + 1].d)), acc);
     }
-    _mm512_storeu_ps(y + p * R, _mm512_add_ps(acc0, acc1));
+    _mm512_storeu_ps(y + p * R, acc);
   }
 }
 
@@ -226,7 +227,9 @@ void q8_0_dot_q8_0_panels(const void* panels, int64_t npanels, const void* xq, c
 template <int NX>
 void q4_k_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, size_t stride, int64_t n, float* y,
                      size_t y_stride) {
-  constexpr int64_t kSeg = 32;  // activation blocks whose digits are prepared at a time
+  // One segment: the digits of the whole row (n <= kPanelRowsMaxCols), so that the two
+  // accumulators of kernels/int_dot_order.h run over the row in registers.
+  constexpr int64_t kSeg = kPanelRowsMaxCols / kQKK;
   constexpr size_t kUnit = R * sizeof(BlockQ4_K);
   const int64_t nb = n / kQKK;
   const size_t panel_bytes = kUnit * static_cast<size_t>(nb);
@@ -234,13 +237,13 @@ void q4_k_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, siz
   const __m512i m3f = _mm512_set1_epi8(0x3f), m0f = _mm512_set1_epi8(0x0f), m03 = _mm512_set1_epi8(0x03);
   const __m512i mf0 = _mm512_set1_epi8(static_cast<char>(0xf0));
   const __m512i ff = _mm512_set1_epi32(0xff);
-  for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {
+  for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {  // once
     const int64_t s1 = std::min(nb, s0 + kSeg);
     for (int x = 0; x < NX; ++x) panel_act(DType::Q4_K, &act_row<BlockQ8_K>(xq, stride, x)[s0], (s1 - s0) * kQKK, digits[x]);
     for (int64_t p = 0; p < npanels; ++p) {
       const uint8_t* w = panels + p * panel_bytes;
-      __m512 acc[NX];
-      for (int x = 0; x < NX; ++x) acc[x] = _mm512_setzero_ps();
+      __m512 acc[NX], acc_min[NX];
+      for (int x = 0; x < NX; ++x) acc[x] = acc_min[x] = _mm512_setzero_ps();
       for (int64_t i = s0; i < s1; ++i) {
         const uint8_t* blk = w + i * kUnit;
         const __m512i sc0 = load_line(blk + 64), sc1 = load_line(blk + 128);
@@ -285,10 +288,10 @@ void q4_k_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, siz
           const __m512i mins = _mm512_add_epi32(_mm512_slli_epi32(mh, 6), ml);
           const __m512 ad = _mm512_set1_ps(act_row<BlockQ8_K>(xq, stride, x)[i].d);
           acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[x]), _mm512_mul_ps(d, ad), acc[x]);
-          acc[x] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(dmin, ad), acc[x]);
+          acc_min[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(dmin, ad), acc_min[x]);
         }
       }
-      for (int x = 0; x < NX; ++x) store_or_add(y + x * y_stride + p * R, acc[x], s0 == 0);
+      for (int x = 0; x < NX; ++x) _mm512_storeu_ps(y + x * y_stride + p * R, _mm512_sub_ps(acc[x], acc_min[x]));
     }
   }
 }
@@ -321,7 +324,7 @@ void q6_k_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, siz
     for (int64_t p = 0; p < npanels; ++p) {
       const uint8_t* w = panels + p * panel_bytes;
       __m512 acc[NX];
-      for (int x = 0; x < NX; ++x) acc[x] = _mm512_setzero_ps();
+      for (int x = 0; x < NX; ++x) acc[x] = segment_start(y + x * y_stride + p * R, s0 == 0);
       for (int64_t i = s0; i < s1; ++i) {
         const int64_t h2 = i & 1;
         const uint8_t* unit = w + (i / 2) * kUnit;
@@ -376,7 +379,7 @@ void q6_k_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, siz
           acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[x]), _mm512_mul_ps(dw, ad), acc[x]);
         }
       }
-      for (int x = 0; x < NX; ++x) store_or_add(y + x * y_stride + p * R, acc[x], s0 == 0);
+      for (int x = 0; x < NX; ++x) _mm512_storeu_ps(y + x * y_stride + p * R, acc[x]);
     }
   }
 }
@@ -411,7 +414,7 @@ void q8_0_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, siz
     for (int64_t p = 0; p < npanels; ++p) {
       const uint8_t* w = panels + p * panel_bytes;
       __m512 acc[NX];
-      for (int x = 0; x < NX; ++x) acc[x] = _mm512_setzero_ps();
+      for (int x = 0; x < NX; ++x) acc[x] = segment_start(y + x * y_stride + p * R, s0 == 0);
       for (int64_t i = s0; i < s1; ++i) {
         const uint8_t* u = w + (i / 2) * kUnit;
         const int64_t b = i & 1;
@@ -429,7 +432,7 @@ void q8_0_panel_rows(const uint8_t* panels, int64_t npanels, const void* xq, siz
           acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[x]), _mm512_mul_ps(dw, _mm512_set1_ps(sums[x][i - s0].d)), acc[x]);
         }
       }
-      for (int x = 0; x < NX; ++x) store_or_add(y + x * y_stride + p * R, acc[x], s0 == 0);
+      for (int x = 0; x < NX; ++x) _mm512_storeu_ps(y + x * y_stride + p * R, acc[x]);
     }
   }
 }

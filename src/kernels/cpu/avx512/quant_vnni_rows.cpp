@@ -3,15 +3,18 @@
 // into registers once and then multiplied into up to four activation rows, so the unpacking cost
 // is shared across the batch. Products are summed exactly in int32 (vpdpbusd), scaled per
 // sub-block in int32 (vpdpwssd: the sub-block sums are below 2^15 and the scale sits in the low
-// int16 of each lane), and converted to float once per block.
+// int16 of each lane), reduced to the block's exact sum and scaled in float once per block, in
+// the order of kernels/int_dot_order.h (bit-identical to the reference and the panel kernels).
 #include <immintrin.h>
 
 #include <algorithm>
 #include <type_traits>
 
+#include "kernels/cpu/int_sums.h"
 #include "kernels/cpu/prefetch.h"
 #include "kernels/cpu/row_passes.h"
 #include "kernels/cpu/vec_f32.h"
+#include "kernels/int_dot_order.h"
 #include "kernels/quant_kernels.h"
 #include "kernels/quant_simd_unpack.h"
 
@@ -46,12 +49,7 @@ void q45_k_rows(const void* row, const void* xq, size_t stride, int64_t n, float
   const Block* w = static_cast<const Block*>(row);
   const __m512i nib = _mm512_set1_epi8(0x0F);
   const __m512i shifts = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
-  __m512 acc[NX];
-  __m256 acc_min[NX];
-  for (int x = 0; x < NX; ++x) {
-    acc[x] = _mm512_setzero_ps();
-    acc_min[x] = _mm256_setzero_ps();
-  }
+  float acc[NX] = {}, accm[NX] = {};
   for (int64_t i = 0; i < n / kQKK; ++i) {
     if constexpr (NX == 1) prefetch_ahead<3>(w + i);
     // 6-bit scales and mins of the 8 sub-blocks, 4 per u32 (the layout of quant::k4_scale_min).
@@ -87,13 +85,13 @@ void q45_k_rows(const void* row, const void* xq, size_t stride, int64_t n, float
         const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[k], _mm512_loadu_si512(a.qs + 64 * k));
         isum = _mm512_dpwssd_epi32(isum, p, sck[k]);
       }
-      acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d * a.d), acc[x]);
+      acc[x] = int_dot_step(acc[x], hsum_i32(isum), d * a.d);
       // Mins: sum_j m_j * (bsum[2j] + bsum[2j+1]).
       const __m256i pm = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)), mins);
-      acc_min[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pm), _mm256_set1_ps(dmin * a.d), acc_min[x]);
+      accm[x] = int_dot_min_step(accm[x], hsum_i32(pm), dmin * a.d);
     }
   }
-  for (int x = 0; x < NX; ++x) y[x * y_stride] = _mm512_reduce_add_ps(acc[x]) - hsum8(acc_min[x]);
+  for (int x = 0; x < NX; ++x) y[x * y_stride] = acc[x] - accm[x];
 }
 
 // ---- Q6_K x Q8_K ----------------------------------------------------------------------------
@@ -106,8 +104,7 @@ void q6_k_rows(const void* row, const void* xq, size_t stride, int64_t n, float*
   const __m512i shl = _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2);
   const __m512i shr = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2);
   const __m512i low16 = _mm512_set1_epi32(0xFFFF);
-  __m512 acc[NX];
-  for (int x = 0; x < NX; ++x) acc[x] = _mm512_setzero_ps();
+  float acc[NX] = {};
   for (int64_t i = 0; i < n / kQKK; ++i) {
     if constexpr (NX == 1) prefetch_ahead<4>(w + i);
     const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[i].scales));
@@ -133,10 +130,10 @@ void q6_k_rows(const void* row, const void* xq, size_t stride, int64_t n, float*
       }
       const __m256i off = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)), sc16);
       isum = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(_mm256_slli_epi32(off, 5)));
-      acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d * a.d), acc[x]);
+      acc[x] = int_dot_step(acc[x], hsum_i32(isum), d * a.d);
     }
   }
-  for (int x = 0; x < NX; ++x) y[x * y_stride] = _mm512_reduce_add_ps(acc[x]);
+  for (int x = 0; x < NX; ++x) y[x * y_stride] = acc[x];
 }
 
 // ---- Q2_K / Q3_K x Q8_K ---------------------------------------------------------------------
@@ -165,12 +162,7 @@ void q23_k_rows(const void* row, const void* xq, size_t stride, int64_t n, float
   const __m512i three = _mm512_set1_epi8(3);
   const __m512i low16 = _mm512_set1_epi32(0xFFFF);
   const __m512i shifts[2] = {_mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2), _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6)};
-  __m512 acc[NX];
-  __m256 acc_min[NX];
-  for (int x = 0; x < NX; ++x) {
-    acc[x] = _mm512_setzero_ps();
-    acc_min[x] = _mm256_setzero_ps();
-  }
+  float acc[NX] = {}, accm[NX] = {};
   for (int64_t i = 0; i < n / kQKK; ++i) {
     __m512i sc;      // scale of each group in the low int16 of its int32 lane
     __m256i side16;  // Q3_K: the scales (for the -4 offset); Q2_K: the mins; as int16
@@ -207,25 +199,18 @@ void q23_k_rows(const void* row, const void* xq, size_t stride, int64_t n, float
         isum = _mm512_dpwssd_epi32(isum, p, sck[c]);
       }
       const __m256i side = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)), side16);
-      if constexpr (kQ3) {
-        isum = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(_mm256_slli_epi32(side, 2)));
-      } else {
-        acc_min[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(side), _mm256_set1_ps(dmin * a.d), acc_min[x]);
-      }
-      acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d * a.d), acc[x]);
+      if constexpr (kQ3) isum = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(_mm256_slli_epi32(side, 2)));
+      acc[x] = int_dot_step(acc[x], hsum_i32(isum), d * a.d);
+      if constexpr (!kQ3) accm[x] = int_dot_min_step(accm[x], hsum_i32(side), dmin * a.d);
     }
   }
-  for (int x = 0; x < NX; ++x) y[x * y_stride] = _mm512_reduce_add_ps(acc[x]) - hsum8(acc_min[x]);
+  for (int x = 0; x < NX; ++x) y[x * y_stride] = acc[x] - accm[x];
 }
 
 // ---- Q4_0 x Q8_0 ----------------------------------------------------------------------------
 // Two blocks per step: the nibbles of blocks i and i+1 fill one 512-bit vector in element order,
 // products of the unsigned nibbles u come from vpdpbusd, and the bias uses sum (u - 8) a =
 // sum u a - sum 8 a (a second vpdpbusd against a vector of 8s).
-
-inline __m512 scale_pair(float lo, float hi) {
-  return _mm512_insertf32x8(_mm512_set1_ps(lo), _mm256_set1_ps(hi), 1);
-}
 
 // The products d_w * d_a of a run of blocks, for each activation row: the f16 scales are copied
 // out with plain loads and stores and converted 16 at a time, which keeps the per-block f16
@@ -258,9 +243,7 @@ void q4_0_rows(const void* row, const void* xq, size_t stride, int64_t n, float*
   const __m512i dup = _mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3);
   const __m512i shifts = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
   alignas(64) float prod[NX][kSegBlocks];  // d_w * d_a per block of the current segment
-  __m512 acc[NX];
-  float tail[NX] = {};
-  for (int x = 0; x < NX; ++x) acc[x] = _mm512_setzero_ps();
+  float acc[NX] = {};
   for (int64_t i0 = 0; i0 < nb; i0 += kSegBlocks) {
     const int nblk = static_cast<int>(std::min<int64_t>(kSegBlocks, nb - i0));
     legacy_scale_products<NX>(w, xq, stride, i0, nblk, prod);
@@ -279,7 +262,8 @@ void q4_0_rows(const void* row, const void* xq, size_t stride, int64_t n, float*
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[1].qs)), 1);
         const __m512i p = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u, av),
                                            _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, av));
-        acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scale_pair(prod[x][b], prod[x][b + 1]), acc[x]);
+        acc[x] = int_dot_step(acc[x], hsum_i32(_mm512_castsi512_si256(p)), prod[x][b]);
+        acc[x] = int_dot_step(acc[x], hsum_i32(_mm512_extracti64x4_epi64(p, 1)), prod[x][b + 1]);
       }
     }
     if (b < nblk) {  // an odd last block (only at the end of the row), with 256-bit vectors
@@ -291,11 +275,11 @@ void q4_0_rows(const void* row, const void* xq, size_t stride, int64_t n, float*
         const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
         const __m256i p = _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u, av),
                                            _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(8), av));
-        tail[x] = hsum8(_mm256_cvtepi32_ps(p)) * prod[x][b];
+        acc[x] = int_dot_step(acc[x], hsum_i32(p), prod[x][b]);
       }
     }
   }
-  for (int x = 0; x < NX; ++x) y[x * y_stride] = _mm512_reduce_add_ps(acc[x]) + tail[x];
+  for (int x = 0; x < NX; ++x) y[x * y_stride] = acc[x];
 }
 
 // ---- Q8_0 x Q8_0 ----------------------------------------------------------------------------
@@ -305,8 +289,7 @@ void q4_0_rows(const void* row, const void* xq, size_t stride, int64_t n, float*
 template <int NX>
 void q8_0_rows(const void* row, const void* xq, size_t stride, int64_t n, float* y, size_t y_stride) {
   const BlockQ8_0* w = static_cast<const BlockQ8_0*>(row);
-  __m256 acc[NX];
-  for (int x = 0; x < NX; ++x) acc[x] = _mm256_setzero_ps();
+  float acc[NX] = {};
   for (int64_t i = 0; i < n / kQK; ++i) {
     if constexpr (NX == 1) {
       if (i % 2 == 0) prefetch_ahead<2>(w + i);
@@ -318,10 +301,10 @@ void q8_0_rows(const void* row, const void* xq, size_t stride, int64_t n, float*
       const BlockQ8_0& a = act_row<BlockQ8_0>(xq, stride, x)[i];
       const __m256i sa = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs)), q);
       const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), aq, sa);
-      acc[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * simd::h2f(a.d)), acc[x]);
+      acc[x] = int_dot_step(acc[x], hsum_i32(p), d * simd::h2f(a.d));
     }
   }
-  for (int x = 0; x < NX; ++x) y[x * y_stride] = hsum8(acc[x]);
+  for (int x = 0; x < NX; ++x) y[x * y_stride] = acc[x];
 }
 
 // ---- Decode: several weight rows against one activation row (dot_q_wrows) -------------------
@@ -329,8 +312,7 @@ void q8_0_rows(const void* row, const void* xq, size_t stride, int64_t n, float*
 // Measured on weights outside L2, R = 2 or 4 was slower than R = 1 (again with huge pages, 1B
 // preset, 2 threads: Q4_K_M 28.4 / 28.0 t/s against 30.4; Q8_0 likewise): interleaved row
 // streams cost more than the shared loads save. What pays is a software prefetch ahead in the
-// (contiguous) weight stream and less work per block. Q6_K gives bit-identical results to its
-// dot_q; Q4_K and Q8_0 group their sums differently (same to float rounding).
+// (contiguous) weight stream and less work per block. All give bit-identical results to dot_q.
 
 template <class Block>
 inline const Block* wrow(const void* rows, size_t row_stride, int r) {
@@ -387,17 +369,16 @@ inline void q4_k_prep_act(const BlockQ8_K* a, int nblk, int8_t* out) {
   }
 }
 
-// R rows over blocks [i0, i0 + nblk), accumulating into acc / acc_min.
+// R rows over blocks [i0, i0 + nblk), accumulating into acc and accm.
 template <int R>
 void q4_k_seg(const uint8_t* rows, size_t rs, const BlockQ8_K* a, const int8_t* ap, int64_t i0, int nblk,
-              __m512* acc, __m256* acc_min) {
+              float* acc, float* accm) {
   const __m512i nib = _mm512_set1_epi8(0x0F);
   const __m256i min_idx = _mm256_load_si256(reinterpret_cast<const __m256i*>(kQ4KMinShuf));
-  __m512 ac[R];
-  __m256 am[R];
+  float ac[R], am[R];
   for (int r = 0; r < R; ++r) {
     ac[r] = acc[r];
-    am[r] = acc_min[r];
+    am[r] = accm[r];
   }
   for (int b = 0; b < nblk; ++b) {
     const int64_t i = i0 + b;
@@ -423,14 +404,14 @@ void q4_k_seg(const uint8_t* rows, size_t rs, const BlockQ8_K* a, const int8_t* 
       uint32_t dd;
       std::memcpy(&dd, &w.d, 4);
       const __m128 sd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dd))), ad);
-      ac[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_broadcastss_ps(sd), ac[r]);
+      ac[r] = int_dot_step(ac[r], hsum_i32(isum), _mm_cvtss_f32(sd));
       const __m256i pm = _mm256_madd_epi16(bsums, _mm256_shuffle_epi8(_mm512_castsi512_si256(sm512), min_idx));
-      am[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pm), _mm256_broadcastss_ps(_mm_movehdup_ps(sd)), am[r]);
+      am[r] = int_dot_min_step(am[r], hsum_i32(pm), _mm_cvtss_f32(_mm_movehdup_ps(sd)));
     }
   }
   for (int r = 0; r < R; ++r) {
     acc[r] = ac[r];
-    acc_min[r] = am[r];
+    accm[r] = am[r];
   }
 }
 
@@ -441,8 +422,7 @@ void q6_k_wrows(const void* rows, size_t rs, const void* xq, int64_t n, float* y
   const __m512i shl = _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2);
   const __m512i shr = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2);
   const __m512i low16 = _mm512_set1_epi32(0xFFFF);
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  float acc[R] = {};
   for (int64_t i = 0; i < n / kQKK; ++i) {
     __m512i av[4];
     LL3_UNROLL for (int k = 0; k < 4; ++k) av[k] = _mm512_loadu_si512(a[i].qs + 64 * k);
@@ -466,10 +446,10 @@ void q6_k_wrows(const void* rows, size_t rs, const void* xq, int64_t n, float* y
         const __m512i p1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u1, av[2 * h + 1]);
         isum = _mm512_dpwssd_epi32(isum, p1, _mm512_permutexvar_epi32(load_idx(kQ6KScaleIdx[2 * h + 1]), sc));
       }
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(simd::h2f(w.d) * ad), acc[r]);
+      acc[r] = int_dot_step(acc[r], hsum_i32(isum), simd::h2f(w.d) * ad);
     }
   }
-  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
+  for (int r = 0; r < R; ++r) y[r] = acc[r];
 }
 
 template <int NX> struct Q4K { static void run(const void* r, const void* a, size_t s, int64_t n, float* y, size_t ys) { q45_k_rows<BlockQ4_K, NX>(r, a, s, n, y, ys); } };
@@ -526,35 +506,30 @@ void q4_k_dot_q8_k_wrows(const void* rows, size_t row_stride, int64_t nrows, con
   const uint8_t* w = static_cast<const uint8_t*>(rows);
   const int64_t nb = n / kQKK;
   alignas(64) int8_t ap[kSegBlocksK * kQKK];  // prepared activation segment
-  __m512 acc[kRowChunk];
-  __m256 acc_min[kRowChunk];
+  float acc[kRowChunk], accm[kRowChunk];
   for (int64_t r0 = 0; r0 < nrows; r0 += kRowChunk) {
     const int nr = static_cast<int>(std::min<int64_t>(kRowChunk, nrows - r0));
-    for (int r = 0; r < nr; ++r) {
-      acc[r] = _mm512_setzero_ps();
-      acc_min[r] = _mm256_setzero_ps();
-    }
+    for (int r = 0; r < nr; ++r) acc[r] = accm[r] = 0.0f;
     for (int64_t i0 = 0; i0 < nb; i0 += kSegBlocksK) {
       const int nblk = static_cast<int>(std::min<int64_t>(kSegBlocksK, nb - i0));
       q4_k_prep_act(a + i0, nblk, ap);
       int r = 0;
       for (; r + kQ4KRows <= nr; r += kQ4KRows) {
-        q4_k_seg<kQ4KRows>(w + (r0 + r) * row_stride, row_stride, a, ap, i0, nblk, acc + r, acc_min + r);
+        q4_k_seg<kQ4KRows>(w + (r0 + r) * row_stride, row_stride, a, ap, i0, nblk, acc + r, accm + r);
       }
-      for (; r < nr; ++r) q4_k_seg<1>(w + (r0 + r) * row_stride, row_stride, a, ap, i0, nblk, acc + r, acc_min + r);
+      for (; r < nr; ++r) q4_k_seg<1>(w + (r0 + r) * row_stride, row_stride, a, ap, i0, nblk, acc + r, accm + r);
     }
-    for (int r = 0; r < nr; ++r) y[r0 + r] = _mm512_reduce_add_ps(acc[r]) - hsum8(acc_min[r]);
+    for (int r = 0; r < nr; ++r) y[r0 + r] = acc[r] - accm[r];
   }
 }
 void q6_k_dot_q8_k_wrows(const void* rows, size_t row_stride, int64_t nrows, const void* xq, int64_t n, float* y) {
   const uint8_t* w = static_cast<const uint8_t*>(rows);
   for (int64_t r = 0; r < nrows; ++r) q6_k_wrows<1>(w + r * row_stride, row_stride, xq, n, y + r);
 }
-// Q8_0 decode: the activation's scales become floats once per segment of kSegBlocks blocks, and
-// each row runs two blocks per step into two accumulators (256-bit, sign trick; two blocks per
-// 512-bit step with unsigned activations measured 10% slower). One FMA chain held one core to
-// 66% of its read bandwidth (1B preset, 1 thread: 7.7 t/s); two reach 86% (10.2 t/s). Rows
-// longer than one segment (n > 32768: no Llama shape) add their segments' sums.
+// Q8_0 decode: the activation's scales become floats once per segment of kSegBlocks blocks;
+// each block's exact sum (256-bit, sign trick) is reduced and scaled in one chain per row (the
+// order of kernels/int_dot_order.h). Rows longer than one segment (n > 32768: no Llama shape)
+// carry their accumulator through y.
 void q8_0_dot_q8_0_wrows(const void* rows, size_t row_stride, int64_t nrows, const void* xq, int64_t n, float* y) {
   constexpr int64_t kSegBlocks = 1024;
   const BlockQ8_0* a = static_cast<const BlockQ8_0*>(xq);
@@ -563,24 +538,17 @@ void q8_0_dot_q8_0_wrows(const void* rows, size_t row_stride, int64_t nrows, con
   for (int64_t s0 = 0; s0 < nb; s0 += kSegBlocks) {
     const int64_t s1 = std::min(nb, s0 + kSegBlocks);
     for (int64_t i = s0; i < s1; ++i) ad[i - s0] = simd::h2f(a[i].d);
-    auto block = [&](const BlockQ8_0& w, int64_t i, __m256 acc) {
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs));
-      const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qs));
-      const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(q), _mm256_sign_epi8(av, q));
-      return _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(simd::h2f(w.d) * ad[i - s0]), acc);
-    };
     for (int64_t r = 0; r < nrows; ++r) {
       const BlockQ8_0* w = wrow<BlockQ8_0>(rows, row_stride, static_cast<int>(r));
-      __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-      int64_t i = s0;
-      for (; i + 2 <= s1; i += 2) {
-        prefetch_ahead<2>(w + i);
-        acc0 = block(w[i], i, acc0);
-        acc1 = block(w[i + 1], i + 1, acc1);
+      float acc = s0 == 0 ? 0.0f : y[r];
+      for (int64_t i = s0; i < s1; ++i) {
+        if (i % 2 == 0) prefetch_ahead<2>(w + i);
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qs));
+        const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qs));
+        const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(q), _mm256_sign_epi8(av, q));
+        acc = int_dot_step(acc, hsum_i32(p), simd::h2f(w[i].d) * ad[i - s0]);
       }
-      if (i < s1) acc0 = block(w[i], i, acc0);
-      const float sum = hsum8(_mm256_add_ps(acc0, acc1));
-      y[r] = s0 == 0 ? sum : y[r] + sum;
+      y[r] = acc;
     }
   }
 }
