@@ -101,7 +101,15 @@ void add_generation_flags(ArgParser& ap, GenerationFlags* f) {
   ap.add_int({"-b", "--batch"}, "N", "prompt tokens per forward step (default 256)", &f->batch);
   ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32 or f16 (default f16)", &f->kv_type);
   ap.add_flag({"--float-act"}, "keep activations in float for quantized weights (default: 8-bit)", &f->float_act);
+  add_amx_flag(ap, &f->amx_bf16);
   add_load_flags(ap, &f->load);
+}
+
+void add_amx_flag(ArgParser& ap, bool* amx_bf16) {
+  ap.add_flag({"--amx-bf16"},
+              "prompts of 16+ tokens on AMX bf16 tiles where the CPU has them (faster; rounds differently from "
+              "the 8-bit path, so other logits than decode and other CPUs give)",
+              amx_bf16);
 }
 
 void add_load_flags(ArgParser& ap, LoadFlags* f) {
@@ -125,6 +133,7 @@ std::string finish_generation_flags(GenerationFlags* f, SessionOptions* so) {
   f->gen.max_tokens = f->max_tokens;
   so->kv_type = kvt.value();
   so->int8_activations = !f->float_act;
+  so->amx_prompts = f->amx_bf16;
   so->threads = f->threads;
   so->context = f->ctx;
   so->batch = f->batch;

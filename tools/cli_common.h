@@ -44,6 +44,8 @@ struct LoadFlags {
   bool no_mmap = false;
   bool row_layout = false;
 };
+// --amx-bf16 (SessionOptions::amx_prompts).
+void add_amx_flag(ArgParser& ap, bool* amx_bf16);
 void add_load_flags(ArgParser& ap, LoadFlags* f);
 
 // Flags shared by run, chat (and serve): sampling, stop strings, max tokens, threads, context.
@@ -57,6 +59,7 @@ struct GenerationFlags {
   long long batch = 256;
   std::string kv_type = "f16";
   bool float_act = false;
+  bool amx_bf16 = false;
   LoadFlags load;
 };
 void add_generation_flags(ArgParser& ap, GenerationFlags* f);

@@ -126,6 +126,8 @@ int cmd_bench(int argc, char** argv) {
   ap.add_int({"-r", "--repetitions"}, "N", "repetitions of each test after a warm-up (default 5)", &reps);
   ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32 or f16 (default f16)", &kv_type);
   ap.add_flag({"--json"}, "print a JSON array, one object per test (llama-bench's keys)", &json);
+  bool amx_bf16 = false;
+  add_amx_flag(ap, &amx_bf16);
   add_load_flags(ap, &load_flags);
   ap.add_flag({"--roofline"},
               "measure the memory read bandwidth again (cached in ~/.cache/ll3); with -m, before every tg "
@@ -154,6 +156,7 @@ int cmd_bench(int argc, char** argv) {
   const LlamaModel& m = *lm->model;
   SessionOptions so;
   so.threads = threads;
+  so.amx_prompts = amx_bf16;
   so.kv_type = kvt.value();
   so.context = n_depth + std::max(n_prompt, n_gen) + 16;
   so.batch = std::max({1, n_prompt, std::min(n_depth, 512)});

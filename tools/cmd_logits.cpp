@@ -45,7 +45,7 @@ TopK top_k(const float* row, int64_t n, int k) {
 
 int cmd_logits(int argc, char** argv) {
   std::string model_path, tokens_arg, prompt, prompt_file, out_path, kv_type = "f16";
-  bool all = false, json = false, parse_special = false, no_bos = false, float_act = false;
+  bool all = false, json = false, parse_special = false, no_bos = false, float_act = false, amx_bf16 = false;
   LoadFlags load_flags;
   int top = 32, greedy = 0, threads = 0;
   long long ctx = 0;
@@ -66,6 +66,7 @@ int cmd_logits(int argc, char** argv) {
   ap.add_string({"--out"}, "FILE.npy", "write float32 logits [1|n, vocab] as .npy", &out_path);
   ap.add_flag({"--float-act"}, "keep activations in float for quantized weights (default: 8-bit, as llama.cpp)",
               &float_act);
+  add_amx_flag(ap, &amx_bf16);
   add_load_flags(ap, &load_flags);
   ap.add_flag({"--json"}, "print a JSON object with tokens, top-K per position and greedy tokens", &json);
   ap.add_int({"-t", "--threads"}, "N", "threads (default: all cores)", &threads);
@@ -98,6 +99,7 @@ int cmd_logits(int argc, char** argv) {
   SessionOptions so;
   so.kv_type = kvt.value();
   so.int8_activations = !float_act;
+  so.amx_prompts = amx_bf16;
   so.threads = threads;
   so.context = ctx > 0 ? ctx : static_cast<int64_t>(tokens.size()) + greedy;
   Result<std::unique_ptr<Session>> session = Session::create(*lm->model, so);

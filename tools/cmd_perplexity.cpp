@@ -76,7 +76,7 @@ int cmd_perplexity(int argc, char** argv) {
   std::string model_path, text_path, save_path, base_path, kv_type = "f16";
   long long ctx = 0, chunks = -1, batch = 512;
   int threads = 0;
-  bool float_act = false;
+  bool float_act = false, amx_bf16 = false;
   LoadFlags load_flags;
   ArgParser ap("perplexity",
                "ll3 perplexity -m MODEL -f TEXT [--ctx 512] [--chunks N] [-t N] [--save-logits FILE | --kl-base FILE] "
@@ -99,6 +99,7 @@ int cmd_perplexity(int argc, char** argv) {
   add_load_flags(ap, &load_flags);
   ap.add_flag({"--float-act"}, "keep activations in float for quantized weights (default: 8-bit, as llama.cpp)",
               &float_act);
+  add_amx_flag(ap, &amx_bf16);
   if (int rc = ap.parse(argc, argv); rc >= 0) return rc;
   if (text_path.empty()) return ap.usage_error("-f TEXT is required");
   if (!save_path.empty() && !base_path.empty()) return ap.usage_error("give --save-logits or --kl-base, not both");
@@ -135,6 +136,7 @@ int cmd_perplexity(int argc, char** argv) {
   so.threads = threads;
   so.kv_type = kvt.value();
   so.int8_activations = !float_act;
+  so.amx_prompts = amx_bf16;
   Result<std::unique_ptr<Session>> session = Session::create(model, so);
   if (!session.ok()) return fail("perplexity", session.message());
 

@@ -1,8 +1,8 @@
 // The exponentials of the forward pass (SwiGLU's sigmoid, attention's softmax), per
-// instruction set. The scalar versions call std::exp; the AVX2 / AVX-512 ones evaluate exp
-// with a range reduction and a degree-6 polynomial (kernels/cpu/vec_f32.h; within 1 ulp of
-// std::exp over the float range), 8 / 16 lanes at a time: std::exp was 7% of a 128-token
-// prompt's time, one call per element.
+// instruction set. SwiGLU evaluates exp as kernels/exp_arm.h in every version (the same bits
+// everywhere). The softmax: the scalar version calls std::exp; the AVX2 / AVX-512 ones a range
+// reduction and a degree-6 polynomial (kernels/cpu/vec_f32.h; within 1 ulp of std::exp over
+// the float range), 8 / 16 lanes at a time: std::exp was 7% of a 128-token prompt's time.
 #pragma once
 
 #include <cstdint>

@@ -30,6 +30,10 @@ struct MatmulScratch {
   // int8_activations: it is the fast mode, and bf16 rounds less than 8-bit activations).
   const kernels::Bf16Gemm* bf16 = nullptr;
   uint16_t* xbf = nullptr;   // bf16_packed_x_elems(max_tokens, max_cols) packed activations
+  // (max_tokens, max_cols): with int8_activations, the activations of F16 / BF16 weights
+  // rounded to the weight's type first, as llama.cpp multiplies them (its vec_dot_type); the
+  // products are then exact in float. nullptr: those products take the float activations.
+  float* xr = nullptr;
   // Per thread, kBf16RowBlock rows of the widest weight row (matmul_wbuf_bytes): rows of
   // panel-layout matrices unpacked for the prompt and float paths.
   uint8_t* wbuf = nullptr;

@@ -41,10 +41,10 @@ namespace ll3::kernels {
   void W##_dot_##A##_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y,        \
                           size_t y_stride);
 
-// Activation quantizers, bit-identical to the references.
+// Activation quantizers, bit-identical to the references (TypeTraits::from_float_act).
 #define LL3_QUANT_ACT_KERNELS                                \
   void q8_k_from_float(const float* src, void* dst, int64_t n); \
-  void q8_0_from_float(const float* src, void* dst, int64_t n);
+  void q8_0_from_float_act(const float* src, void* dst, int64_t n);
 
 // Dequantization straight to bf16 (TypeTraits::to_bf16).
 #define LL3_QUANT_BF16_KERNELS(T) void T##_to_bf16(const void* src, uint16_t* dst, int64_t n);
@@ -63,6 +63,9 @@ LL3_QUANT_ROW_KERNELS(q6_k)
 LL3_QUANT_ROW_KERNELS(q8_k)
 LL3_QUANT_ROW_KERNELS(q8_1)
 LL3_QUANT_INT_DOTS
+// The activation quantizers of the integer path (TypeTraits::from_float_act).
+void q8_0_from_float_act(const float* src, void* dst, int64_t n);
+void q8_1_from_float_act(const float* src, void* dst, int64_t n);
 }  // namespace ref
 
 namespace avx2 {

@@ -50,6 +50,9 @@ Table make_ref_table() {
   t[size_t(DType::Q6_K)] = {DType::Q6_K, q6_k_to_float, q6_k_from_float, q6_k_dot};
   t[size_t(DType::Q8_K)] = {DType::Q8_K, q8_k_to_float, q8_k_from_float, q8_k_dot};
   t[size_t(DType::Q8_1)] = {DType::Q8_1, q8_1_to_float, q8_1_from_float, q8_1_dot};
+  t[size_t(DType::Q8_0)].from_float_act = q8_0_from_float_act;
+  t[size_t(DType::Q8_1)].from_float_act = q8_1_from_float_act;
+  t[size_t(DType::Q8_K)].from_float_act = q8_k_from_float;
   // The integer path: activation block type and weight x quantized-activation dot.
 #define LL3_INT_PATH(T, A, dot)                                   \
   t[size_t(DType::T)].vec_dot_type = DType::A;                    \
@@ -103,7 +106,8 @@ void set_quant_kernels(Table& t) {
 #undef LL3_SET
   if constexpr (std::is_same_v<Isa, Avx2>) {  // the decode loop over rows keeps this ISA's dot_q
     t[size_t(DType::Q8_K)].from_float = kernels::avx2::q8_k_from_float;  // bit-identical to the reference
-    t[size_t(DType::Q8_0)].from_float = kernels::avx2::q8_0_from_float;
+    t[size_t(DType::Q8_K)].from_float_act = kernels::avx2::q8_k_from_float;
+    t[size_t(DType::Q8_0)].from_float_act = kernels::avx2::q8_0_from_float_act;
     t[size_t(DType::Q4_K)].dot_q_wrows = wrows_by_dot<kernels::avx2::q4_k_dot_q8_k>;
     t[size_t(DType::Q6_K)].dot_q_wrows = wrows_by_dot<kernels::avx2::q6_k_dot_q8_k>;
     t[size_t(DType::Q8_0)].dot_q_wrows = wrows_by_dot<kernels::avx2::q8_0_dot_q8_0>;
@@ -121,7 +125,8 @@ void set_quant_kernels(Table& t) {
     // Activation quantizers (bit-identical to the reference ones, so results do not depend on
     // the CPU), and the batched kernels of the common types.
     t[size_t(DType::Q8_K)].from_float = kernels::avx512::q8_k_from_float;
-    t[size_t(DType::Q8_0)].from_float = kernels::avx512::q8_0_from_float;
+    t[size_t(DType::Q8_K)].from_float_act = kernels::avx512::q8_k_from_float;
+    t[size_t(DType::Q8_0)].from_float_act = kernels::avx512::q8_0_from_float_act;
     t[size_t(DType::Q2_K)].dot_q_rows = kernels::avx512::q2_k_dot_q8_k_rows;
     t[size_t(DType::Q3_K)].dot_q_rows = kernels::avx512::q3_k_dot_q8_k_rows;
     t[size_t(DType::Q4_0)].dot_q_rows = kernels::avx512::q4_0_dot_q8_0_rows;

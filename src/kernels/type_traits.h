@@ -18,6 +18,10 @@ struct TypeTraits {
   void (*from_float)(const float* src, void* dst, int64_t n) = nullptr;
   // sum_i row[i] * x[i] over n elements, F32 accumulation.
   float (*dot_f32)(const void* row, const float* x, int64_t n) = nullptr;
+  // The activation types of the integer path (Q8_0, Q8_1, Q8_K): how an activation row is
+  // quantized, as llama.cpp's CPU backend does it at run time (Q8_0 / Q8_1: scale 127 / amax,
+  // ties to even; from_float keeps the reference quantizer of stored weights: 1 / d, ties away).
+  void (*from_float_act)(const float* src, void* dst, int64_t n) = nullptr;
 
   // The integer path of the quantized types (as llama.cpp computes): quantize the activation row
   // once into vec_dot_type blocks (Q8_0, Q8_1 or Q8_K) with that type's from_float, then

@@ -40,6 +40,10 @@ LlamaRunner::LlamaRunner(const LlamaModel& model, KvCache& kv, ThreadPool& pool,
   panel_act_.resize(kMaxSharedOutputs * kernels::panel_act_bytes(mm_scratch_.max_cols));
   mm_scratch_.panel_act = panel_act_.data();
   mm_scratch_.int8_activations = int8_activations;
+  if (int8_activations) {
+    xr_.resize(static_cast<size_t>(T) * mm_scratch_.max_cols);
+    mm_scratch_.xr = xr_.data();
+  }
   mm_scratch_.bf16 = int8_activations && amx_prompts && T >= kBf16MinTokens ? kernels::bf16_gemm_amx() : nullptr;
   if (mm_scratch_.bf16 != nullptr) {
     xbf_.resize(kernels::bf16_packed_x_elems(T, mm_scratch_.max_cols));

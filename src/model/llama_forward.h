@@ -59,6 +59,7 @@ class LlamaRunner {
   std::vector<uint8_t> xq_;     // (T, xq_row_bytes(max cols)) 8-bit activations
   std::vector<uint8_t> panel_act_;  // see MatmulScratch::panel_act
   std::vector<uint8_t> wbuf_;   // (n_threads, matmul_wbuf_bytes) weight rows unpacked from panels
+  std::vector<float> xr_;       // 8-bit mode: activations rounded for F16 / BF16 weights (MatmulScratch::xr)
   std::vector<uint16_t> xbf_;   // AMX only: packed bf16 activations (see MatmulScratch)
   std::vector<int32_t> token_pos_;  // (T) position of each batch row
   std::vector<int32_t> token_seq_;  // (T) sequence index of each batch row

@@ -42,6 +42,7 @@ struct TestScratch {
   std::vector<float> rows;
   std::vector<uint8_t> xq, panel_act, wbuf;
   std::vector<uint16_t> xbf;
+  std::vector<float> xr;
   MatmulScratch s;
 
   TestScratch(const ThreadPool& pool, int64_t n, int64_t cols, bool int8, size_t max_row_bytes)
@@ -49,7 +50,8 @@ struct TestScratch {
         xq(static_cast<size_t>(n) * xq_row_bytes(cols)),
         panel_act(kMaxSharedOutputs * kernels::panel_act_bytes(cols)),
         wbuf(static_cast<size_t>(pool.size()) * matmul_wbuf_bytes(max_row_bytes)),
-        xbf(kernels::bf16_packed_x_elems(n, cols)) {
+        xbf(kernels::bf16_packed_x_elems(n, cols)),
+        xr(static_cast<size_t>(n) * cols) {
     s.rows = rows.data();
     s.max_cols = cols;
     s.xq = xq.data();
@@ -57,6 +59,7 @@ struct TestScratch {
     s.int8_activations = int8;
     s.bf16 = int8 ? kernels::bf16_gemm_amx() : nullptr;
     s.xbf = xbf.data();
+    s.xr = xr.data();
     s.wbuf = wbuf.data();
     s.wbuf_thread_bytes = matmul_wbuf_bytes(max_row_bytes);
   }

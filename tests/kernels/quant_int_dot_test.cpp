@@ -268,8 +268,9 @@ TEST(QuantIntDot, WeightRowsMatchReference) {
   }
 }
 
-// The SIMD activation quantizers give the reference's bytes, on data with exact ties (x * id
-// landing on .5), repeated extremes of both signs, zeros and a wide range of scales.
+// The SIMD activation quantizers give the reference's bytes (TypeTraits::from_float_act), on
+// data with exact ties (x * id landing on .5), repeated extremes of both signs, zeros and a wide
+// range of scales.
 TEST(QuantIntDot, SimdActivationQuantizersAreExact) {
   struct Case {
     DType type;
@@ -279,11 +280,11 @@ TEST(QuantIntDot, SimdActivationQuantizersAreExact) {
   std::vector<Case> cases;
   if (cpu_features().has_avx2_set()) {
     cases.push_back({DType::Q8_K, kernels::avx2::q8_k_from_float, "avx2"});
-    cases.push_back({DType::Q8_0, kernels::avx2::q8_0_from_float, "avx2"});
+    cases.push_back({DType::Q8_0, kernels::avx2::q8_0_from_float_act, "avx2"});
   }
   if (cpu_features().has_avx512_set()) {
     cases.push_back({DType::Q8_K, kernels::avx512::q8_k_from_float, "avx512"});
-    cases.push_back({DType::Q8_0, kernels::avx512::q8_0_from_float, "avx512"});
+    cases.push_back({DType::Q8_0, kernels::avx512::q8_0_from_float_act, "avx512"});
   }
   if (cases.empty()) GTEST_SKIP() << "CPU lacks the avx2 and avx512 kernel sets";
   std::mt19937 rng(11);
@@ -303,7 +304,7 @@ TEST(QuantIntDot, SimdActivationQuantizersAreExact) {
       }
       if (trial % 4 == 3) std::fill(x.begin() + 256, x.begin() + 512, 0.0f);  // an all-zero block
       std::vector<uint8_t> want(dtype_row_bytes(c.type, n)), got(want.size(), 0xAB);
-      type_traits_ref(c.type)->from_float(x.data(), want.data(), n);
+      type_traits_ref(c.type)->from_float_act(x.data(), want.data(), n);
       c.simd(x.data(), got.data(), n);
       ASSERT_EQ(want, got) << c.isa << " " << dtype_name(c.type) << " trial " << trial;
     }

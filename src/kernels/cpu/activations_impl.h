@@ -1,5 +1,6 @@
 // SwiGLU and the softmax exponentials over a vector type of vec_f32.h (the AVX2 and AVX-512
-// files instantiate them). Tails shorter than a vector go through std::exp.
+// files instantiate them). SwiGLU evaluates exp as kernels/exp_arm.h (bit-identical on every
+// instruction set and to the reference's rounding); the softmax's tails go through std::exp.
 #pragma once
 
 #include <cmath>
@@ -14,10 +15,10 @@ void swiglu_impl(float* gate, const float* up, int64_t n) {
   int64_t i = 0;
   for (; i + V::kWidth <= n; i += V::kWidth) {
     const typename V::T g = V::load(gate + i);
-    const typename V::T e = exp_poly<V>(V::sub(V::zero(), g));
+    const typename V::T e = exp_arm_v<V>(V::sub(V::zero(), g));
     V::store(gate + i, V::mul(V::div(g, V::add(V::set1(1.0f), e)), V::load(up + i)));
   }
-  for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  for (; i < n; ++i) gate[i] = exp_arm::swiglu(gate[i], up[i]);
 }
 
 template <class V>

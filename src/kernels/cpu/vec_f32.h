@@ -5,7 +5,10 @@
 
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
+
+#include "kernels/exp_arm.h"
 
 namespace ll3::kernels {
 
@@ -41,7 +44,27 @@ inline typename V::T exp_poly(typename V::T x) {
   return V::scale_pow2(p, k);
 }
 
+// exp by kernels/exp_arm.h's algorithm, lane by lane bit-identical to exp_arm::scalar.
+template <class V>
+inline typename V::T exp_arm_v(typename V::T x) {
+  using T = typename V::T;
+  namespace e = exp_arm;
+  const T z = V::fmadd(x, V::set1(e::kLog2e), V::set1(e::kShift));
+  const T n = V::sub(z, V::set1(e::kShift));
+  const T b = V::fnmadd(n, V::set1(e::kLn2Lo), V::fnmadd(n, V::set1(e::kLn2Hi), x));
+  const T u = V::mul(b, b);
+  const T j = V::fmadd(V::fmadd(V::fmadd(V::set1(e::kC4), b, V::set1(e::kC3)), u,
+                                V::fmadd(V::set1(e::kC2), b, V::set1(e::kC1))),
+                       u, V::fmadd(V::set1(e::kC0), b, V::set1(1.0f)));
+  return V::scale_pow2_big(j, n);
+}
+
 #if defined(__AVX512F__)
+// The lanes of v summed in the tree of kernels/float_dot_order.h.
+inline float reduce16(__m512 v) {
+  return hsum8(_mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+}
+
 struct F32x16 {
   using T = __m512;
   static constexpr int kWidth = 16;
@@ -60,6 +83,15 @@ struct F32x16 {
   static T fnmadd(T a, T b, T c) { return _mm512_fnmadd_ps(a, b, c); }
   static T round(T x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   static T scale_pow2(T p, T k) { return _mm512_scalef_ps(p, k); }
+  // p * 2^k rounded once, 0 or inf where |k| > 192 (exp_arm's range test).
+  static T scale_pow2_big(T p, T k) {
+    const __m512 res = _mm512_scalef_ps(p, k);
+    const __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(k), _mm512_set1_ps(192.0f), _CMP_GT_OQ);
+    if (big == 0) return res;
+    const __m512 alt = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(k, _mm512_setzero_ps(), _CMP_LE_OQ),
+                                            _mm512_set1_ps(INFINITY), _mm512_setzero_ps());
+    return _mm512_mask_blend_ps(big, res, alt);
+  }
   static float reduce_add(T v) { return _mm512_reduce_add_ps(v); }
   // Lane p of the result = the sum of a[p]'s lanes, for 16 vectors (45 operations instead of
   // 16 separate reductions).
@@ -113,6 +145,24 @@ struct F32x8 {
     const T f1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k1, bias), 23));
     const T f2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k2, bias), 23));
     return _mm256_mul_ps(_mm256_mul_ps(p, f1), f2);
+  }
+  // p * 2^k rounded once (as vscalefps: in double, exact, then one conversion), 0 or inf where
+  // |k| > 192 (exp_arm's range test).
+  static T scale_pow2_big(T p, T k) {
+    const __m256 kc = _mm256_max_ps(_mm256_set1_ps(-1000.0f), _mm256_min_ps(_mm256_set1_ps(1000.0f), k));
+    const __m256i ki = _mm256_cvtps_epi32(kc);
+    auto half = [](__m128 ph, __m128i kh) {
+      // 2^k as a double (k in [-1000, 1000]: always a normal double).
+      const __m256i e = _mm256_slli_epi64(_mm256_add_epi64(_mm256_cvtepi32_epi64(kh), _mm256_set1_epi64x(1023)), 52);
+      return _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_cvtps_pd(ph), _mm256_castsi256_pd(e)));
+    };
+    const __m256 res = _mm256_set_m128(half(_mm256_extractf128_ps(p, 1), _mm256_extracti128_si256(ki, 1)),
+                                       half(_mm256_castps256_ps128(p), _mm256_castsi256_si128(ki)));
+    const __m256 big = _mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), k), _mm256_set1_ps(192.0f), _CMP_GT_OQ);
+    const __m256 alt = _mm256_blendv_ps(_mm256_set1_ps(INFINITY), _mm256_setzero_ps(),
+                                        _mm256_cmp_ps(k, _mm256_setzero_ps(), _CMP_LE_OQ));
+    const __m256 nan = _mm256_cmp_ps(k, k, _CMP_UNORD_Q);
+    return _mm256_blendv_ps(_mm256_blendv_ps(res, alt, big), _mm256_add_ps(p, k), nan);
   }
   // Lane p of the result = the sum of a[p]'s lanes, for 8 vectors.
   static T transpose_reduce(const T* a) {

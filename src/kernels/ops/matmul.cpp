@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 
+#include "core/half.h"
 #include "kernels/gemm_f32.h"
 #include "kernels/panels.h"
 
@@ -90,7 +91,7 @@ void matmul_q(ThreadPool& pool, const Group& units, const float* x, int64_t n, c
   const int64_t cols = units.first().cols;
   const size_t xq_bytes = dtype_row_bytes(act_type, cols);
   pool.parallel_for(n, [&](int64_t begin, int64_t end, int) {
-    for (int64_t t = begin; t < end; ++t) act.from_float(x + t * cols, scratch.xq + t * xq_bytes, cols);
+    for (int64_t t = begin; t < end; ++t) act.from_float_act(x + t * cols, scratch.xq + t * xq_bytes, cols);
   });
   const size_t panel_act_bytes = kernels::panel_act_bytes(scratch.max_cols);
   if (n == 1) {  // the decode panel kernels' side data, once per product
@@ -170,12 +171,25 @@ void matmul_f32(ThreadPool& pool, const WeightMatrix& W, const float* x, float* 
   const int64_t rows = W.rows, cols = W.cols;
   const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
   if (n == 1) {
+    // F32 / F16 / BF16 rows multiply in place; quantized ones (--float-act) are dequantized and
+    // multiplied as F32, so that both give exactly what the GEMM below gives (every product in
+    // the order of kernels/float_dot_order.h).
+    static const TypeTraits* f32 = type_traits(DType::F32);
+    const bool in_place = W.type == DType::F32 || W.type == DType::F16 || W.type == DType::BF16;
     const int64_t chunk = std::max<int64_t>(1, row_chunk(pool, rows) / kRowBlock);
     pool.parallel_for_stealing(blocks, chunk, [&](int64_t begin, int64_t end, int thread) {
+      float* wrow = scratch.rows + static_cast<size_t>(thread) * kRowBlock * scratch.max_cols;
       for (int64_t b = begin; b < end; ++b) {
         const int64_t r0 = b * kRowBlock, nr = std::min(kRowBlock, rows - r0);
         const uint8_t* w = W.rows_in(r0, nr, thread_wbuf(scratch, thread));
-        for (int64_t r = 0; r < nr; ++r) y[r0 + r] = tr.dot_f32(w + r * W.row_bytes, x, cols);
+        for (int64_t r = 0; r < nr; ++r) {
+          if (in_place) {
+            y[r0 + r] = tr.dot_f32(w + r * W.row_bytes, x, cols);
+          } else {
+            tr.to_float(w + r * W.row_bytes, wrow, cols);
+            y[r0 + r] = f32->dot_f32(wrow, x, cols);
+          }
+        }
       }
     });
     return;
@@ -196,13 +210,28 @@ void matmul_f32(ThreadPool& pool, const WeightMatrix& W, const float* x, float* 
   });
 }
 
+// In 8-bit mode F16 / BF16 weights multiply activations rounded to their own type (see
+// MatmulScratch::xr); x otherwise.
+const float* float_path_input(ThreadPool& pool, const WeightMatrix& W, const float* x, int64_t n,
+                              const MatmulScratch& scratch) {
+  if (!scratch.int8_activations || scratch.xr == nullptr || (W.type != DType::F16 && W.type != DType::BF16)) return x;
+  const int64_t cols = W.cols;
+  const bool f16 = W.type == DType::F16;
+  pool.parallel_for(n, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin * cols; i < end * cols; ++i) {
+      scratch.xr[i] = f16 ? f16_to_f32(f32_to_f16(x[i])) : bf16_to_f32(f32_to_bf16(x[i]));
+    }
+  });
+  return scratch.xr;
+}
+
 void run(ThreadPool& pool, Path path, std::initializer_list<MatmulOutput> outputs, const float* x, int64_t n,
          const MatmulScratch& scratch) {
   switch (path) {
     case Path::kBf16: matmul_bf16(pool, Group(outputs, blocks_of), x, n, scratch); break;
     case Path::kInt8: matmul_q(pool, Group(outputs, units_of), x, n, scratch); break;
     case Path::kFloat:
-      for (const MatmulOutput& o : outputs) matmul_f32(pool, *o.W, x, o.y, n, scratch);
+      for (const MatmulOutput& o : outputs) matmul_f32(pool, *o.W, float_path_input(pool, *o.W, x, n, scratch), o.y, n, scratch);
       break;
   }
 }

@@ -9,7 +9,9 @@ namespace ll3::ops {
 
 void rmsnorm(const float* x, const float* weight, float* out, int64_t n, float eps) {
   double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  // The square in float, summed in double: llama.cpp's order (its golden logits move when one
+  // activation crosses a quantization step, so its rounding is kept exactly).
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
   const float mean = static_cast<float>(sum / static_cast<double>(n));
   const float scale = 1.0f / std::sqrt(mean + eps);
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];

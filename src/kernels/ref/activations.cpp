@@ -1,14 +1,12 @@
 #include <cmath>
 
 #include "kernels/activation_kernels.h"
+#include "kernels/exp_arm.h"
 
 namespace ll3::kernels::ref {
 
 void swiglu(float* gate, const float* up, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
-  }
+  for (int64_t i = 0; i < n; ++i) gate[i] = exp_arm::swiglu(gate[i], up[i]);
 }
 
 double exp_sub(float* x, int64_t n, float shift) {

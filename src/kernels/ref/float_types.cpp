@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "core/half.h"
+#include "kernels/float_dot_order.h"
 #include "kernels/float_kernels.h"
 
 namespace ll3::kernels::ref {
@@ -9,11 +10,10 @@ namespace ll3::kernels::ref {
 void f32_to_float(const void* src, float* dst, int64_t n) { std::memcpy(dst, src, n * 4); }
 void f32_from_float(const float* src, void* dst, int64_t n) { std::memcpy(dst, src, n * 4); }
 
+// The dots in the order of kernels/float_dot_order.h.
 float f32_dot(const void* row, const float* x, int64_t n) {
   const float* w = static_cast<const float*>(row);
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum += w[i] * x[i];
-  return sum;
+  return float_dot_ref([w](int64_t i) { return w[i]; }, x, n);
 }
 
 void f16_to_float(const void* src, float* dst, int64_t n) {
@@ -28,9 +28,7 @@ void f16_from_float(const float* src, void* dst, int64_t n) {
 
 float f16_dot(const void* row, const float* x, int64_t n) {
   const uint16_t* w = static_cast<const uint16_t*>(row);
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum += f16_to_f32(w[i]) * x[i];
-  return sum;
+  return float_dot_ref([w](int64_t i) { return f16_to_f32(w[i]); }, x, n);
 }
 
 void bf16_to_float(const void* src, float* dst, int64_t n) {
@@ -45,9 +43,7 @@ void bf16_from_float(const float* src, void* dst, int64_t n) {
 
 float bf16_dot(const void* row, const float* x, int64_t n) {
   const uint16_t* w = static_cast<const uint16_t*>(row);
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum += bf16_to_f32(w[i]) * x[i];
-  return sum;
+  return float_dot_ref([w](int64_t i) { return bf16_to_f32(w[i]); }, x, n);
 }
 
 }  // namespace ll3::kernels::ref

@@ -40,6 +40,33 @@ void q8_1_from_float(const float* src, void* dst, int64_t n) {
     y[i].s = f32_to_f16(sum * d);
   }
 }
+// The activation quantizers as llama.cpp's CPU backend runs them (its AVX2 quantize_row_q8_0 /
+// _q8_1, which every x86 build uses): d = amax / 127 stored as f16, the values scaled by
+// 127 / amax (not 1 / d: the two differ in the last bit) and rounded to nearest, ties to even.
+template <class B>
+void q8_act_blocks(const float* src, B* y, int64_t n) {
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const float* x = src + i * kQK;
+    float amax = 0.0f;
+    for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    y[i].d = f32_to_f16(d);
+    int sum = 0;
+    for (int j = 0; j < kQK; ++j) {
+      y[i].qs[j] = static_cast<int8_t>(detail::nearest_int(x[j] * id));
+      sum += y[i].qs[j];
+    }
+    if constexpr (requires { y[i].s; }) y[i].s = f32_to_f16(d * static_cast<float>(sum));
+  }
+}
+void q8_0_from_float_act(const float* src, void* dst, int64_t n) {
+  q8_act_blocks(src, static_cast<BlockQ8_0*>(dst), n);
+}
+void q8_1_from_float_act(const float* src, void* dst, int64_t n) {
+  q8_act_blocks(src, static_cast<BlockQ8_1*>(dst), n);
+}
+
 void q8_1_to_float(const void* src, float* dst, int64_t n) {
   detail::to_float_by_blocks<BlockQ8_1, kQK>(src, dst, n, deq_q8_1);
 }

@@ -39,15 +39,6 @@ inline float first_with_abs(const float* x, int n, float amax) {
   return 0.0f;
 }
 
-// roundf (ties away from zero) of 8 floats of magnitude < 2^23, as int32.
-inline __m256i round_away(__m256 v) {
-  const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-  const __m256 frac = vabs(_mm256_sub_ps(v, t));  // exact
-  const __m256 up = _mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
-  const __m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_andnot_ps(abs_mask(), v));  // copysign(1, v)
-  return _mm256_cvttps_epi32(_mm256_add_ps(t, _mm256_and_ps(up, one)));
-}
-
 // 32 int32 in the int8 range (four vectors, in order) to 32 bytes. The two packs work within
 // 128-bit lanes, leaving dwords in the order a0 b0 c0 d0 a1 b1 c1 d1 (x0: the low 4 of x).
 inline void store_bytes32(int8_t* dst, __m256i a, __m256i b, __m256i c, __m256i d) {
@@ -90,16 +81,17 @@ void q8_k_from_float(const float* src, void* dst, int64_t n) {
   }
 }
 
-void q8_0_from_float(const float* src, void* dst, int64_t n) {
+void q8_0_from_float_act(const float* src, void* dst, int64_t n) {
   BlockQ8_0* y = static_cast<BlockQ8_0*>(dst);
   for (int64_t i = 0; i < n / kQK; ++i) {
     const float* x = src + i * kQK;
-    const float d = absmax(x, kQK) / 127;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float amax = absmax(x, kQK);
+    const float d = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     y[i].d = f32_to_f16(d);
     const __m256 vid = _mm256_set1_ps(id);
     __m256i q[4];
-    for (int h = 0; h < 4; ++h) q[h] = round_away(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * h), vid));
+    for (int h = 0; h < 4; ++h) q[h] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * h), vid));  // ties to even
     store_bytes32(y[i].qs, q[0], q[1], q[2], q[3]);
   }
 }

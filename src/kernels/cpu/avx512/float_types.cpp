@@ -3,6 +3,7 @@
 
 #include "core/half.h"
 #include "kernels/cpu/prefetch.h"
+#include "kernels/cpu/vec_f32.h"
 #include "kernels/float_kernels.h"
 
 namespace ll3::kernels::avx512 {
@@ -14,54 +15,51 @@ inline __m512 load_bf16(const uint16_t* p) {
 }
 }  // namespace
 
+// One 16-lane accumulator in the order of kernels/float_dot_order.h: weight groups of 16
+// converted by Load, a masked last group, the lanes summed by reduce16.
+template <class Load>
+inline float dot16(Load load, const float* x, int64_t n) {
+  __m512 acc = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) acc = _mm512_fmadd_ps(load(i), _mm512_loadu_ps(x + i), acc);
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    acc = _mm512_mask3_fmadd_ps(load(i), _mm512_maskz_loadu_ps(m, x + i), acc, m);
+  }
+  return reduce16(acc);
+}
+
 float f32_dot(const void* row, const float* x, int64_t n) {
   const float* w = static_cast<const float*>(row);
-  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    prefetch_ahead<2>(w + i);
-    a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), _mm512_loadu_ps(x + i), a0);
-    a1 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 16), _mm512_loadu_ps(x + i + 16), a1);
-  }
-  if (i + 16 <= n) {
-    a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), _mm512_loadu_ps(x + i), a0);
-    i += 16;
-  }
-  if (i < n) {  // masked tail
-    __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
-    a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w + i), _mm512_maskz_loadu_ps(m, x + i), a1);
-  }
-  return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+  return dot16(
+      [&](int64_t i) {
+        const __mmask16 m = static_cast<__mmask16>(i + 16 <= n ? 0xffff : (1u << (n - i)) - 1);
+        if ((i & 31) == 0) prefetch_ahead<2>(w + i);
+        return _mm512_maskz_loadu_ps(m, w + i);
+      },
+      x, n);
 }
 
 float f16_dot(const void* row, const float* x, int64_t n) {
   const uint16_t* w = static_cast<const uint16_t*>(row);
-  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    prefetch_ahead<1>(w + i);
-    __m512 w0 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + i)));
-    __m512 w1 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + i + 16)));
-    a0 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + i), a0);
-    a1 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + i + 16), a1);
-  }
-  float sum = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
-  for (; i < n; ++i) sum += f16_to_f32(w[i]) * x[i];
-  return sum;
+  return dot16(
+      [&](int64_t i) {
+        const __mmask16 m = static_cast<__mmask16>(i + 16 <= n ? 0xffff : (1u << (n - i)) - 1);
+        if ((i & 31) == 0) prefetch_ahead<1>(w + i);
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, w + i));
+      },
+      x, n);
 }
 
 float bf16_dot(const void* row, const float* x, int64_t n) {
   const uint16_t* w = static_cast<const uint16_t*>(row);
-  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    prefetch_ahead<1>(w + i);
-    a0 = _mm512_fmadd_ps(load_bf16(w + i), _mm512_loadu_ps(x + i), a0);
-    a1 = _mm512_fmadd_ps(load_bf16(w + i + 16), _mm512_loadu_ps(x + i + 16), a1);
-  }
-  float sum = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
-  for (; i < n; ++i) sum += bf16_to_f32(w[i]) * x[i];
-  return sum;
+  return dot16(
+      [&](int64_t i) {
+        const __mmask16 m = static_cast<__mmask16>(i + 16 <= n ? 0xffff : (1u << (n - i)) - 1);
+        if ((i & 31) == 0) prefetch_ahead<1>(w + i);
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, w + i)), 16));
+      },
+      x, n);
 }
 
 void f16_to_float(const void* src, float* dst, int64_t n) {

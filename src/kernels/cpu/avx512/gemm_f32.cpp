@@ -1,6 +1,8 @@
-// AVX-512 float GEMM tile kernel (see kernels/gemm_f32.h).
+// AVX-512 float GEMM tile kernel (see kernels/gemm_f32.h), every output in the order of
+// kernels/float_dot_order.h.
 #include <immintrin.h>
 
+#include "kernels/cpu/vec_f32.h"
 #include "kernels/gemm_f32.h"
 
 namespace ll3::kernels::avx512 {
@@ -30,11 +32,11 @@ inline void tile(const float* w, size_t ldw, const float* x, size_t ldx, float* 
     for (int r = 0; r < kR; ++r) wv[r] = _mm512_maskz_loadu_ps(m, w + r * ldw + i);
     for (int t = 0; t < kT; ++t) {
       const __m512 xv = _mm512_maskz_loadu_ps(m, x + t * ldx + i);
-      for (int r = 0; r < kR; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
+      for (int r = 0; r < kR; ++r) acc[r][t] = _mm512_mask3_fmadd_ps(wv[r], xv, acc[r][t], m);
     }
   }
   for (int t = 0; t < kT; ++t)
-    for (int r = 0; r < kR; ++r) y[t * ldy + r] = _mm512_reduce_add_ps(acc[r][t]);
+    for (int r = 0; r < kR; ++r) y[t * ldy + r] = reduce16(acc[r][t]);
 }
 
 // One row x one activation row, for the edges of the grid.
@@ -44,9 +46,9 @@ inline float dot(const float* a, const float* b, int64_t k) {
   for (; i + 16 <= k; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
   if (i < k) {
     const __mmask16 m = static_cast<__mmask16>((1u << (k - i)) - 1);
-    acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc);
+    acc = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc, m);
   }
-  return _mm512_reduce_add_ps(acc);
+  return reduce16(acc);
 }
 
 }  // namespace

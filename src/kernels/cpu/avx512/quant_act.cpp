@@ -38,15 +38,6 @@ inline float first_with_abs(const float* x, int n, float amax) {
   return 0.0f;
 }
 
-// roundf (ties away from zero) of 16 floats of magnitude < 2^23, as int32.
-inline __m512i round_away(__m512 v) {
-  const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-  const __m512 frac = vabs(_mm512_sub_ps(v, t));  // exact
-  const __mmask16 up = _mm512_cmp_ps_mask(frac, _mm512_set1_ps(0.5f), _CMP_GE_OQ);
-  const __m512 one = _mm512_or_ps(_mm512_set1_ps(1.0f), _mm512_andnot_ps(abs_mask(), v));  // copysign(1, v)
-  return _mm512_cvttps_epi32(_mm512_mask_add_ps(t, up, t, one));
-}
-
 }  // namespace
 
 void q8_k_from_float(const float* src, void* dst, int64_t n) {
@@ -71,17 +62,17 @@ void q8_k_from_float(const float* src, void* dst, int64_t n) {
   }
 }
 
-void q8_0_from_float(const float* src, void* dst, int64_t n) {
+void q8_0_from_float_act(const float* src, void* dst, int64_t n) {
   BlockQ8_0* y = static_cast<BlockQ8_0*>(dst);
   for (int64_t i = 0; i < n / kQK; ++i) {
     const float* x = src + i * kQK;
     const float amax = absmax(x, kQK);
-    const float d = amax / 127;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float d = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     y[i].d = f32_to_f16(d);
     const __m512 vid = _mm512_set1_ps(id);
     for (int h = 0; h < 2; ++h) {
-      const __m512i q = round_away(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * h), vid));
+      const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * h), vid));  // ties to even
       _mm_storeu_si128(reinterpret_cast<__m128i*>(y[i].qs + 16 * h), _mm512_cvtepi32_epi8(q));
     }
   }
