@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The main job: installs dependencies, builds ll3, and generates text with MODEL (a GGUF file or
 # a Hugging Face directory), or, when none is given, with the default model that ll3 makes on
-# first use (`ll3 make-model --preset llama3.2-1b --type f16 --seed 1`, in ~/.cache/ll3/models).
+# first use: `ll3 make-model --preset llama3.2-1b --type f16 --seed 1` into a temporary file, then
+# `ll3 quantize ... q4_k_m`, cached as ~/.cache/ll3/models/llama3.2-1b-q4_k_m-seed1.gguf (the F16
+# file is deleted).
 #   scripts/run.sh [MODEL] [extra ll3 run flags...]
 #   LL3_PROMPT="..." LL3_N=128 scripts/run.sh
 set -euo pipefail

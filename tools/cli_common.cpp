@@ -149,33 +149,81 @@ std::string finish_generation_flags(GenerationFlags* f, SessionOptions* so) {
 
 namespace ll3::cli {
 
+namespace {
+
+// Runs this binary (ll3 ARGS...) in a child process with its stdout sent to stderr, so that what
+// the parent command writes to stdout (generated text, JSON) stays clean. True if it exited 0.
+bool run_self(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>("ll3"));
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    dup2(STDERR_FILENO, STDOUT_FILENO);
+    execv("/proc/self/exe", argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return false;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+}  // namespace
+
+// The default model is the llama3.2-1b preset (random weights, seed 1) in Q4_K_M, the type most
+// downloaded models come in: made once by this binary's make-model (F16, into a temporary file
+// beside the target) and quantize, after which the F16 file is deleted. The Q4_K_M file is
+// written under a temporary name and renamed, so an interrupted run leaves no half file that a
+// later run would take for the model.
 Result<std::string> resolve_model_path(const std::string& path) {
   if (!path.empty()) return path;
   namespace fs = std::filesystem;
+  const char* home = std::getenv("HOME");
+  const fs::path cache = fs::path(home != nullptr ? home : "/tmp") / ".cache" / "ll3" / "models";
   std::string target;
   if (const char* env = std::getenv("LL3_DEFAULT_MODEL"); env != nullptr && *env != '\0') {
     target = env;
   } else {
-    const char* home = std::getenv("HOME");
-    target = std::string(home != nullptr ? home : "/tmp") + "/.cache/ll3/models/llama3.2-1b-f16-seed1.gguf";
+    target = (cache / "llama3.2-1b-q4_k_m-seed1.gguf").string();
   }
   std::error_code ec;
   if (fs::exists(target, ec)) return target;
   fs::create_directories(fs::path(target).parent_path(), ec);
-  std::fprintf(stderr, "ll3: no -m given; making the default model %s (llama3.2-1b preset, f16, seed 1)\n",
-               target.c_str());
-  // The same binary's make-model, in a child process.
-  pid_t pid = fork();
-  if (pid < 0) return Status::error("cannot start make-model: fork failed");
-  if (pid == 0) {
-    execl("/proc/self/exe", "ll3", "make-model", "--preset", "llama3.2-1b", "--type", "f16", "--seed", "1",
-          "--out", target.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
+  // The F16 default model of earlier versions of ll3, if it is there, is the same preset: it is
+  // quantized as it is, and left in place (it is the user's file, not made here).
+  const std::string old_f16 = (cache / "llama3.2-1b-f16-seed1.gguf").string();
+  std::string f16;
+  bool f16_is_temporary = false;
+  if (fs::exists(old_f16, ec)) {
+    f16 = old_f16;
+    std::fprintf(stderr, "ll3: no -m given; making the default model %s from %s (the earlier default, no "
+                 "longer used: delete it to free its space)\n", target.c_str(), old_f16.c_str());
+  } else {
+    f16 = target + ".f16.tmp";
+    f16_is_temporary = true;
+    std::fprintf(stderr,
+                 "ll3: no -m given; making the default model %s (llama3.2-1b preset, seed 1, f16, then "
+                 "quantized to q4_k_m)\n", target.c_str());
+    if (!run_self({"make-model", "--preset", "llama3.2-1b", "--type", "f16", "--seed", "1", "--out", f16})) {
+      fs::remove(f16, ec);
+      return Status::errorf("making the default model %s failed (make-model)", target.c_str());
+    }
   }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !fs::exists(target, ec)) {
-    return Status::errorf("making the default model %s failed", target.c_str());
+  const std::string partial = target + ".partial";
+  const bool quantized = run_self({"quantize", f16, partial, "q4_k_m"});
+  if (f16_is_temporary) fs::remove(f16, ec);
+  if (!quantized || !fs::exists(partial, ec)) {
+    fs::remove(partial, ec);
+    return Status::errorf("making the default model %s failed (quantize)", target.c_str());
+  }
+  fs::rename(partial, target, ec);
+  if (ec) {
+    fs::remove(partial, ec);
+    return Status::errorf("making the default model %s failed: cannot rename %s", target.c_str(), partial.c_str());
   }
   return target;
 }

@@ -66,8 +66,9 @@ void add_generation_flags(ArgParser& ap, GenerationFlags* f);
 // Turns the parsed flags into session options and generate options; "" or a usage error.
 std::string finish_generation_flags(GenerationFlags* f, SessionOptions* so);
 
-// The model to use: `path` if given, else the default model (made once with make-model's
-// llama3.2-1b preset in ~/.cache/ll3/models; LL3_DEFAULT_MODEL overrides the path).
+// The model to use: `path` if given, else the default model (made once: make-model's
+// llama3.2-1b preset quantized to Q4_K_M, ~/.cache/ll3/models/llama3.2-1b-q4_k_m-seed1.gguf;
+// LL3_DEFAULT_MODEL overrides the path).
 Result<std::string> resolve_model_path(const std::string& path);
 
 struct LoadedModel {

@@ -41,6 +41,7 @@ TEST(Cli, HelpListsCommandsAndFlags) {
     EXPECT_NE(h.output.find(f), std::string::npos) << f;
   }
   auto rh = run_command(ll3() + " run --help");
+  EXPECT_EQ(rh.exit_code, 0);
   for (const char* f : {"--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--presence-penalty",
                         "--frequency-penalty", "--seed", "--stop", "--max-tokens", "--threads"}) {
     EXPECT_NE(rh.output.find(f), std::string::npos) << f;
@@ -83,9 +84,11 @@ TEST(Cli, WeightMemoryFlags) {
   auto rows = run_command(ll3() + " logits -m " + mixed + " --tokens 1,2 --no-mmap --row-layout", true);
   ASSERT_EQ(panels.exit_code, 0) << panels.output;
   ASSERT_EQ(rows.exit_code, 0) << rows.output;
-  if (type_traits(DType::Q8_0)->dot_q_panels != nullptr) {
-    EXPECT_NE(panels.output.find("matrices in decode panels"), std::string::npos) << panels.output;
-  }
+  // Both ways: panels exactly where this CPU's table has panel kernels (AVX2 and up; not under
+  // LL3_CPU=scalar), so neither branch can pass by not running.
+  const bool has_panel_kernels = type_traits(DType::Q8_0)->dot_q_panels != nullptr;
+  EXPECT_EQ(has_panel_kernels, cpu_features().has_avx2_set());
+  EXPECT_EQ(panels.output.find("matrices in decode panels") != std::string::npos, has_panel_kernels) << panels.output;
   EXPECT_EQ(rows.output.find("decode panels"), std::string::npos) << rows.output;
 }
 
@@ -104,6 +107,7 @@ TEST(Cli, Avx2DecodePanelsMatchTheRowLayout) {
   // The AVX2 table has panel kernels, so the first run did use them (else this compares the row
   // layout with itself).
   auto load = run_command(cmd + " 2>&1 >/dev/null");
+  ASSERT_EQ(load.exit_code, 0) << load.output;
   EXPECT_NE(load.output.find("matrices in decode panels"), std::string::npos) << load.output;
   nlohmann::json p = nlohmann::json::parse(panels.output), r = nlohmann::json::parse(rows.output);
   EXPECT_EQ(p["greedy"], r["greedy"]);
@@ -167,13 +171,24 @@ TEST(Cli, RunIsReproducibleWithASeedAndStopsAtStopString) {
   std::string cmd = ll3() + " run -m " + tiny() + " -p 'Once upon a time' -n 24 --seed 7 --temp 0.9 -q";
   auto a = run_command(cmd), b = run_command(cmd);
   ASSERT_EQ(a.exit_code, 0);
+  ASSERT_EQ(b.exit_code, 0);
   EXPECT_EQ(a.output, b.output);
   EXPECT_GT(a.output.size(), 10u);
   auto c = run_command(ll3() + " run -m " + tiny() + " -p 'Once upon a time' -n 24 --seed 8 --temp 0.9 -q");
+  ASSERT_EQ(c.exit_code, 0);  // else the next line compares with a failed run's output
+  EXPECT_GT(c.output.size(), 10u);
   EXPECT_NE(a.output, c.output);
-  // Greedy output equals the greedy tokens of the parity interface, decoded.
+  // Greedy output equals the greedy tokens of the parity interface (`logits --greedy`, the same
+  // prompt, KV type and activations), decoded.
   auto g = run_command(ll3() + " run -m " + tiny() + " -p 'Once upon a time' -n 8 --temp 0 -q");
   ASSERT_EQ(g.exit_code, 0);
+  auto parity = run_command(ll3() + " logits -m " + tiny() + " -p 'Once upon a time' --greedy 8 --json --top 1");
+  ASSERT_EQ(parity.exit_code, 0) << parity.output;
+  const std::vector<int32_t> parity_ids = nlohmann::json::parse(parity.output)["greedy"].get<std::vector<int32_t>>();
+  ASSERT_EQ(parity_ids.size(), 8u);
+  auto parity_text = run_command(ll3() + " detokenize -m " + tiny() + " --ids " + join(parity_ids));
+  ASSERT_EQ(parity_text.exit_code, 0);
+  EXPECT_EQ(g.output, parity_text.output + "\n");
   // Cut at a stop string taken from the middle of the greedy text: output is the text before it.
   std::string text = g.output.substr(0, g.output.size() - 1);  // trailing newline
   ASSERT_GT(text.size(), 6u);
@@ -181,6 +196,23 @@ TEST(Cli, RunIsReproducibleWithASeedAndStopsAtStopString) {
   auto s = run_command(ll3() + " run -m " + tiny() + " -p 'Once upon a time' -n 8 --temp 0 -q --stop '" + stop + "'");
   ASSERT_EQ(s.exit_code, 0);
   EXPECT_EQ(s.output, text.substr(0, text.find(stop)) + "\n");
+}
+
+// `ll3 run --temp 0` writes exactly llama.cpp's 32 greedy tokens after P1 (F32 KV cache, as the
+// golden file was made), decoded.
+TEST(Cli, RunGreedyEqualsGoldenGreedyTokens) {
+  LL3_REQUIRE_SHARED();
+  nlohmann::json g = golden("P1");
+  const std::vector<int32_t> want = g["greedy"].get<std::vector<int32_t>>();
+  ASSERT_EQ(want.size(), 32u);
+  std::string file = test::temp_dir() + "/p1.txt";
+  test::write_file(file, g["text"].get<std::string>());  // BOS added, specials not parsed, as P1 was made
+  auto r = run_command(ll3() + " run -m " + tiny() + " -f " + file + " -n 32 --temp 0 --kv-type f32 -t 2 -q");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto text = run_command(ll3() + " detokenize -m " + tiny() + " --ids " + join(want));
+  ASSERT_EQ(text.exit_code, 0);
+  ASSERT_FALSE(text.output.empty());
+  EXPECT_EQ(r.output, text.output + "\n");
 }
 
 TEST(Cli, RunRejectsOverlongPrompt) {
@@ -200,6 +232,7 @@ TEST(Cli, ChatUsesTemplateAndReusesThePrefix) {
   ASSERT_EQ(a.exit_code, 0) << a.output;
   std::string stats = test::read_file(err);
   auto b = run_command(cmd);
+  ASSERT_EQ(b.exit_code, 0) << b.output;
   EXPECT_EQ(a.output, b.output);  // seeded: the same conversation
   EXPECT_GT(a.output.size(), 4u);
   // First turn: system + user rendered by the Llama-3 template = 20 tokens, nothing cached yet.

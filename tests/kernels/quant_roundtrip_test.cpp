@@ -2,6 +2,7 @@
 // product kernels agree with dequantize-then-dot.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -98,23 +99,70 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, QuantRoundTrip, ::testing::ValuesIn(kCases), case_name);
 
-// Values that are already exactly representable come back unchanged from Q8_0 and Q4_0
-// (their scale is recovered from the extreme value, and rounding is exact).
-TEST(QuantRoundTrip, RepresentableValuesAreFixedPoints) {
+// Values that are already exactly representable come back unchanged from Q8_0 and Q4_0: the
+// quantizer recovers the scale from the block's extreme value and the rounding of every value to
+// its code is exact, so dequantize(quantize(x)) == x bit for bit, and quantizing that again gives
+// the same bytes. Checked with the reference kernels and the dispatched (SIMD) ones.
+void check_fixed_points(DType type, const std::vector<float>& x) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  for (const TypeTraits* tt : {type_traits_ref(type), type_traits(type)}) {
+    ASSERT_NE(tt, nullptr);
+    const char* which = tt == type_traits_ref(type) ? " (reference)" : " (dispatched)";
+    std::vector<uint8_t> q(dtype_row_bytes(type, n)), q2(q.size());
+    std::vector<float> y(n, NAN);
+    tt->from_float(x.data(), q.data(), n);
+    tt->to_float(q.data(), y.data(), n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(y[i], x[i]) << dtype_name(type) << which << " at " << i;
+    tt->from_float(y.data(), q2.data(), n);
+    EXPECT_EQ(q2, q) << dtype_name(type) << which << ": quantizing the dequantized row changed its bytes";
+  }
+}
+
+// f16-representable block scales of both signs over a wide range.
+float block_scale(int64_t b) {
+  const float mag[] = {0.01f, 0.37f, 1.0f, 1e-3f, 2.5f, 90.0f, 6.1e-5f, 0.0625f};
+  const float d = mag[b % 8] * (1.0f + 0.01f * static_cast<float>(b));
+  return f16_to_f32(f32_to_f16(b % 2 == 0 ? d : -d));
+}
+
+TEST(QuantRoundTrip, RepresentableValuesAreFixedPointsQ8_0) {
   std::mt19937 rng(7);
-  const int64_t n = 32 * 8;
+  const int64_t n = 32 * 16;
   std::vector<float> x(n);
   for (int64_t b = 0; b < n / 32; ++b) {
-    const float d = f16_to_f32(f32_to_f16(0.01f * (b + 1)));
-    for (int j = 0; j < 32; ++j) x[b * 32 + j] = d * static_cast<int>(rng() % 255 - 127);
-    x[b * 32 + 3] = 127 * d;  // the block's extreme
+    const float d = std::fabs(block_scale(b));  // Q8_0 keeps |extreme| / 127: the scale is positive
+    for (int j = 0; j < 32; ++j) x[b * 32 + j] = d * (static_cast<int>(rng() % 255) - 127);
+    x[b * 32 + 3] = (b % 3 == 0 ? -127 : 127) * d;  // the block's extreme, of either sign
   }
-  const TypeTraits* q8 = type_traits_ref(DType::Q8_0);
-  std::vector<uint8_t> q(dtype_row_bytes(DType::Q8_0, n));
+  check_fixed_points(DType::Q8_0, x);
+}
+
+// Q4_0 maps the value of largest magnitude, sign included, to code 0 (-8 x d): a block whose
+// values are k x d for k in [-8, 7], with -8 x d the extreme, is exact. d < 0 puts the extreme on
+// the positive side. Every block uses all 16 codes, so a wrong offset, nibble order or scale
+// shows.
+TEST(QuantRoundTrip, RepresentableValuesAreFixedPointsQ4_0) {
+  std::mt19937 rng(8);
+  const int64_t n = 32 * 16;
+  std::vector<float> x(n);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float d = block_scale(b);
+    std::vector<int> k(32);
+    for (int j = 0; j < 32; ++j) k[j] = j % 16 - 8;
+    std::shuffle(k.begin(), k.end(), rng);
+    for (int j = 0; j < 32; ++j) x[b * 32 + j] = d * static_cast<float>(k[j]);
+  }
+  check_fixed_points(DType::Q4_0, x);
+  // And the comparison above is exact, not one any input passes: a value off the grid comes
+  // back moved, to its nearest code.
+  std::vector<float> off = x;
+  off[5] += 0.3f * block_scale(0);
+  std::vector<uint8_t> q(dtype_row_bytes(DType::Q4_0, n));
   std::vector<float> y(n);
-  q8->from_float(x.data(), q.data(), n);
-  q8->to_float(q.data(), y.data(), n);
-  for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(y[i], x[i], 1e-6f * std::fabs(x[i])) << i;
+  type_traits_ref(DType::Q4_0)->from_float(off.data(), q.data(), n);
+  type_traits_ref(DType::Q4_0)->to_float(q.data(), y.data(), n);
+  EXPECT_NE(y[5], off[5]);
+  EXPECT_EQ(y[5], x[5]);
 }
 
 }  // namespace

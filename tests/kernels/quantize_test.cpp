@@ -151,11 +151,15 @@ TEST(Quantize, FallbackForShortRows) {
   const quant::ModelSource src = quant::source_from_gguf(**f);
   auto plan = quant::plan_quantization(src, *find_quant_mix("q4_k_m"));
   ASSERT_TRUE(plan.ok());
+  int quantized = 0;
   for (const auto& p : *plan) {
     if (!p.quantize) continue;
+    ++quantized;
     EXPECT_EQ(p.tensor->ne[0] % dtype_info(p.type).block_size, 0) << p.tensor->name;
     EXPECT_TRUE(p.type == DType::Q5_0 || p.type == DType::Q8_0) << p.tensor->name;
   }
+  // The 7 matrices of each of the 2 layers and token_embd: all quantized, with a fallback type.
+  EXPECT_EQ(quantized, 15) << "the loop above checked too few tensors";
 }
 
 TEST(Quantize, WritesFileDeterministically) {

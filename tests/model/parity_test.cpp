@@ -118,14 +118,19 @@ TEST_P(GoldenQuant, EveryPositionMatchesFloatActivationReference) {
   auto s = make_session(*m, DType::F32, n, 256, GetParam().int8);
   ASSERT_TRUE(s->eval(tokens, true).ok());
   const std::vector<float>& all = s->logits();
+  int64_t decisive = 0;
   for (int64_t p = 0; p < n; ++p) {
     const float* row = all.data() + p * V;
     EXPECT_LE(topk_rel_l2(row, g["topk_ids"][p], g["topk_logits"][p]), 2e-3) << "position " << p;
     EXPECT_NEAR(logsumexp(row, V), g["logsumexp"][p].get<double>(), 2e-2) << "position " << p;
     if (g["topk_logits"][p][0].get<double>() - g["topk_logits"][p][1].get<double>() >= 0.1) {
       EXPECT_EQ(argmax(row, static_cast<int32_t>(V)), g["topk_ids"][p][0].get<int32_t>()) << "position " << p;
+      ++decisive;
     }
   }
+  // In every golden file here at least 10 of 11 (P1), 26 of 29 (P2) and 179 of 194 (P3)
+  // positions have a margin of at least 0.1.
+  EXPECT_GE(decisive, n / 2) << "too few decisive positions: the top-1 check compared almost nothing";
   test::Npy last = test::read_npy(test::shared_dir() + "/models/golden/" + ref_dir + "/" + prompt + ".last.npy");
   std::vector<double> ref(last.data.begin(), last.data.end());
   EXPECT_LE(rel_l2(all.data() + (n - 1) * V, ref.data(), V), 2e-3);
