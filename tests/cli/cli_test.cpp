@@ -288,7 +288,19 @@ TEST(Cli, BenchJsonHasLlamaBenchKeys) {
   EXPECT_GT(pj[0]["bandwidth_pct"].get<double>(), 0.0);
   EXPECT_EQ(pj[0]["bandwidth_paired"], true);
   EXPECT_EQ(j[1]["bandwidth_paired"], false);
+  // The roofline is the best of 2 reads of 2 patterns before each of the 2 repetitions, with
+  // the spread beside it; the percentage is the median repetition against that best read.
+  EXPECT_EQ(pj[0]["bandwidth_reads"], 8);
+  EXPECT_LE(pj[0]["read_bandwidth_min_gbps"].get<double>(), pj[0]["read_bandwidth_gbps"].get<double>());
+  EXPECT_GT(pj[0]["read_bandwidth_min_gbps"].get<double>(), 0.0);
   EXPECT_TRUE(std::filesystem::exists(cache)) << "the measured bandwidth is cached";
+  // Alone, --roofline prints the best read with its median and minimum.
+  auto alone = run_command("HOME=" + home + " " + ll3() + " bench --roofline -t 2 --json");
+  ASSERT_EQ(alone.exit_code, 0) << alone.output;
+  nlohmann::json aj = nlohmann::json::parse(alone.output);
+  EXPECT_EQ(aj[0]["reads"], 14);
+  EXPECT_LE(aj[0]["read_gbps_min"].get<double>(), aj[0]["read_gbps_median"].get<double>());
+  EXPECT_LE(aj[0]["read_gbps_median"].get<double>(), aj[0]["read_gbps"].get<double>());
   auto bad = run_command(ll3() + " bench -m " + tiny() + " -r 0", true);
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_EQ(run_command(ll3() + " bench -m " + tiny() + " -d -1", true).exit_code, 2);
