@@ -63,8 +63,7 @@ float k_dot_q8k(const void* row, const void* xq, int64_t n) {
   for (int64_t i = 0; i < n / kQKK; ++i) {
     Unpack(w[i], k);
     __m256 acc = _mm256_setzero_ps();
-#pragma clang loop unroll(full)
-    for (int c = 0; c < 8; ++c) {
+    LL3_UNROLL for (int c = 0; c < 8; ++c) {
       const __m256i p = dot_unsigned(load32(k.u + 32 * c), load32(a[i].qs + 32 * c));
       const __m256 sc = _mm256_set_m128(_mm_set1_ps(k.s[2 * c + 1]), _mm_set1_ps(k.s[2 * c]));
       acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, acc);
