@@ -18,7 +18,13 @@
 
 // Fixed-count loops over the chunks of a block must be unrolled: clang keeps them as loops
 // otherwise, spilling the unpacked chunks to the stack and rebuilding constants every time.
+// GCC has no unroll(full); a count at least the trip count (every such loop here runs at most
+// 8 times) unrolls the loop completely.
+#if defined(__clang__)
 #define LL3_UNROLL _Pragma("clang loop unroll(full)")
+#else
+#define LL3_UNROLL _Pragma("GCC unroll 16")
+#endif
 
 namespace ll3::kernels::simd {
 

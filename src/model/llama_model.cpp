@@ -221,17 +221,17 @@ Status LlamaModel::bind_weights() {
     return Status();
   };
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, WeightMatrix* m) -> Status {
-    const TensorRef* t;
+    const TensorRef* t = nullptr;
     LL3_RETURN_IF_ERROR(find(name, &t));
     return matrix_from(*t, rows, cols, m);
   };
   auto vec = [&](const std::string& name, int64_t n, std::vector<float>* v) -> Status {
-    const TensorRef* t;
+    const TensorRef* t = nullptr;
     LL3_RETURN_IF_ERROR(find(name, &t));
     return vector_from(*t, n, v);
   };
 
-  const TensorRef* te;
+  const TensorRef* te = nullptr;
   LL3_RETURN_IF_ERROR(find("token_embd.weight", &te));
   if (te->ne.size() != 2 || te->ne[0] != c.dim) {
     return Status::errorf("tensor 'token_embd.weight' has shape %s, expected [%lld, n_vocab]",

@@ -216,7 +216,7 @@ std::string python_float_repr(double x) {
   if (exp10 < -4 || exp10 >= 16) {
     out += digits.substr(0, 1);
     if (digits.size() > 1) out += "." + digits.substr(1);
-    char e[8];
+    char e[16];  // a double needs "e-324" at most; room for any int, so never truncated
     std::snprintf(e, sizeof e, "e%c%02d", exp10 < 0 ? '-' : '+', std::abs(exp10));
     return out + e;
   }

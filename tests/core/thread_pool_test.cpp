@@ -20,7 +20,9 @@ TEST(ThreadPool, StealingCoversEveryIndexOnce) {
         std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
         pool.parallel_for_stealing(n, chunk, [&](int64_t b, int64_t e, int t) {
           ASSERT_LT(b, e);
-          if (threads > 1 && n > chunk) ASSERT_LE(e - b, chunk);  // else one call covers [0, n)
+          if (threads > 1 && n > chunk) {  // else one call covers [0, n)
+            ASSERT_LE(e - b, chunk);
+          }
           ASSERT_GE(t, 0);
           ASSERT_LT(t, threads);
           for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);

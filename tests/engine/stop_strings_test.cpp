@@ -68,7 +68,9 @@ TEST(Utf8, ByteByByteStreamingReassemblesText) {
     size_t n = utf8_complete_prefix(pending);
     std::string out = pending.substr(0, n);
     // Every printed chunk starts on a character boundary and ends on one.
-    if (!out.empty()) EXPECT_NE(utf8_sequence_length(uint8_t(out[0])), 0);
+    if (!out.empty()) {
+      EXPECT_NE(utf8_sequence_length(uint8_t(out[0])), 0);
+    }
     EXPECT_EQ(utf8_complete_prefix(out), out.size());
     printed += out;
     pending.erase(0, n);

@@ -113,7 +113,9 @@ TEST(GgufWriter, EveryValueTypeRoundTrips) {
 TEST(GgufWriter, TensorsAlignedAndDataIntact) {
   for (uint32_t alignment : {32u, 64u}) {
     GgufWriter w;
-    if (alignment != 32) ASSERT_TRUE(w.set_alignment(alignment).ok());
+    if (alignment != 32) {
+      ASSERT_TRUE(w.set_alignment(alignment).ok());
+    }
     w.set_string("general.architecture", "llama");
     std::vector<float> a = test::random_normal(7 * 3, 1);  // odd sizes force padding
     std::vector<uint16_t> b(5 * 2);

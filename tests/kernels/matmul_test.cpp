@@ -102,7 +102,9 @@ void check_group(const std::vector<DType>& types, int64_t n, bool int8, std::mt1
       kernels::panel_pack_matrix(W.type, w.back()->bytes.data(), W.rows, W.cols);
       W.panels = true;
     }
-    if (panels && type_traits(W.type)->dot_q_panels != nullptr) ASSERT_TRUE(W.panels) << dtype_name(W.type);
+    if (panels && type_traits(W.type)->dot_q_panels != nullptr) {
+      ASSERT_TRUE(W.panels) << dtype_name(W.type);
+    }
   }
   const std::vector<float> x = test::random_normal(static_cast<size_t>(n * kCols), rng());
   const TestScratch ts(pool, n, kCols, int8, max_row_bytes(w));

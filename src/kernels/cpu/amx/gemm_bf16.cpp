@@ -69,9 +69,15 @@ inline void transpose16(__m512 r[16]) {
 // Writes accumulator tile C (16 weight rows x 16 tokens) to y transposed: y[t * ldy + m].
 template <int C>
 inline void store_tile(float* y, size_t ldy, int64_t rows, int64_t tokens) {
+  static_assert(C >= 0 && C <= 3, "accumulators are tiles 0-3");
   if (rows <= 0 || tokens <= 0) return;
   alignas(64) float tmp[16 * 16];  // (m, t)
-  _tile_stored(C, tmp, 64);
+  // The tile number must be a literal: GCC's _tile_* macros paste it into the asm text
+  // ("%%tmm" #tmm), so a template parameter there would name the register "%tmmC".
+  if constexpr (C == 0) _tile_stored(0, tmp, 64);
+  else if constexpr (C == 1) _tile_stored(1, tmp, 64);
+  else if constexpr (C == 2) _tile_stored(2, tmp, 64);
+  else _tile_stored(3, tmp, 64);
   __m512 r[16];
   for (int i = 0; i < 16; ++i) r[i] = _mm512_load_ps(tmp + 16 * i);
   transpose16(r);
@@ -137,6 +143,14 @@ template <bool kRows2, bool kTok2>
 void pair_chunk(const Pass& p, int64_t t, int64_t i0, int64_t i1, float* park, Prefetcher& pf, Unpacker& up) {
   const uint16_t* x0 = p.xp + t * p.k;
   const uint16_t* x1 = x0 + kBf16TokenGroup * p.k;
+#if !defined(__clang__)
+  // GCC's _tile_loadd is an asm statement that declares no memory access (of the tile
+  // intrinsics only _tile_stored clobbers memory), so stores into what the tiles load (the
+  // unpacked chunk, the packed activations) could be moved past the loads. Every store those
+  // loads read happens before this call: complete them here. Clang's tile intrinsics are
+  // builtins whose memory effects the compiler knows.
+  __asm__ volatile("" ::: "memory");
+#endif
   if (i0 == 0) {
     _tile_zero(0);
     if (kTok2) _tile_zero(1);

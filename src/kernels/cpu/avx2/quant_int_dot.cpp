@@ -67,8 +67,7 @@ float k_dot_q8k(const void* row, const void* xq, int64_t n) {
   for (int64_t i = 0; i < n / kQKK; ++i) {
     Unpack(w[i], k);
     __m256i isum = _mm256_setzero_si256();
-#pragma clang loop unroll(full)
-    for (int c = 0; c < 8; ++c) {
+    LL3_UNROLL for (int c = 0; c < 8; ++c) {
       const __m256i p = dot_unsigned(load32(k.u + 32 * c), load32(a[i].qs + 32 * c));
       const __m256i sc = _mm256_set_m128i(_mm_set1_epi32(k.isc[2 * c + 1]), _mm_set1_epi32(k.isc[2 * c]));
       isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(p, sc));

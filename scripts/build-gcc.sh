@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Configures and compiles every target (library, ll3, tests, benchmarks) with GCC (Release) into
+# build-gcc/: the check that ll3 still builds with Debian 12's GCC 12 as well as with clang.
+# Compile only: CI runs the test suite from the clang build (build/). fuzz/ is clang-only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs="$(nproc 2>/dev/null || echo 2)"
+cmake -S . -B build-gcc -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ \
+  -DLL3_TESTS=ON -DLL3_BENCH=ON -DLL3_FUZZ=OFF "$@" >/dev/null
+cmake --build build-gcc -j"$jobs"
