@@ -10,6 +10,7 @@
 
 #include "core/cpu_features.h"
 #include "kernels/activation_kernels.h"
+#include "kernels/exp_arm.h"
 
 namespace ll3 {
 namespace {
@@ -71,11 +72,33 @@ void check_swiglu(SwigluFn swiglu) {
     for (float& v : up) v = nd(rng);
     gate[0] = -120.0f;  // exp(-g) overflows: silu -> -0
     if (n > 1) gate[1] = 120.0f;
+    if (n > 2) gate[2] = std::numeric_limits<float>::infinity();
+    if (n > 3) gate[3] = -88.5f;  // exp(88.5) near the float limit
     std::vector<float> want = gate, got = gate;
     kernels::ref::swiglu(want.data(), up.data(), n);
     swiglu(got.data(), up.data(), n);
-    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(got[i], want[i], 4e-7f * std::fabs(want[i]) + 1e-30f) << n << " " << i;
+    // Bit for bit: SwiGLU feeds the 8-bit quantizer of the down projection (kernels/exp_arm.h).
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), n * sizeof(float))) << n;
   }
+}
+
+// exp_arm (SwiGLU's exp, llama.cpp's algorithm) against std::exp in double: within 2.5 ulp (its
+// stated bound is 1.45 ulp plus the final rounding; 2.04 measured)
+// where the result is normal; 0 and inf beyond the range; NaN stays NaN.
+TEST(Activations, ExpArmWithinTwoAndAHalfUlp) {
+  std::mt19937 rng(4);
+  std::uniform_real_distribution<float> u(-87.0f, 88.0f);
+  for (int i = 0; i < 200000; ++i) {
+    const float x = i % 2 ? u(rng) : std::normal_distribution<float>(0.0f, 3.0f)(rng);
+    const double want = std::exp(static_cast<double>(x));
+    const float got = kernels::exp_arm::scalar(x);
+    const double ulp = std::ldexp(1.0, std::ilogb(want) - 23);
+    ASSERT_LE(std::fabs(got - want), 2.5 * ulp) << x;
+  }
+  EXPECT_EQ(kernels::exp_arm::scalar(-200.0f), 0.0f);
+  EXPECT_EQ(kernels::exp_arm::scalar(200.0f), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(kernels::exp_arm::scalar(0.0f), 1.0f);
+  EXPECT_TRUE(std::isnan(kernels::exp_arm::scalar(std::numeric_limits<float>::quiet_NaN())));
 }
 
 TEST(Activations, Avx512MatchesStdExp) {

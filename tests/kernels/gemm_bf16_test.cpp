@@ -84,7 +84,9 @@ TEST(GemmBf16, UnpackToBf16MatchesRoundedDequantization) {
     GTEST_SKIP() << "no to_bf16 kernels on this CPU: they are AVX-512 only (no AVX-512 set here, or LL3_CPU "
                     "caps it); the products round to_float's output instead";
   }
-  if (avx512) EXPECT_EQ(checked, static_cast<int>(std::size(kTypes)) - 1) << "every type but BF16";
+  if (avx512) {
+    EXPECT_EQ(checked, static_cast<int>(std::size(kTypes)) - 1) << "every type but BF16";
+  }
 }
 
 void check_product(DType type, bool fused_unpack, int64_t nr, int64_t n, int64_t k, std::mt19937& rng) {

@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <random>
 
+#include "core/half.h"
 #include "kernels/matmul.h"
 #include "kernels/panels.h"
 #include "quant_test_rows.h"
@@ -177,6 +179,108 @@ TEST(Matmul, PanelLayoutGivesTheSameProducts) {
           for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * std::fabs(a[i]) + 1e-5) << what << " row " << i;
         } else {
           EXPECT_EQ(a, b) << what;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ll3
+
+namespace ll3 {
+namespace {
+
+// The want of every integer-path product: the reference dot of each weight row (panels
+// unpacked) with the reference activation quantization of each token.
+std::vector<float> reference_int8(const WeightMatrix& W, const std::vector<float>& x, int64_t n) {
+  const TypeTraits* ref = type_traits_ref(W.type);
+  const TypeTraits* act = type_traits_ref(ref->vec_dot_type);
+  std::vector<uint8_t> xq(dtype_row_bytes(ref->vec_dot_type, W.cols)), row(W.row_bytes);
+  std::vector<float> y(static_cast<size_t>(n * W.rows));
+  for (int64_t t = 0; t < n; ++t) {
+    act->from_float_act(x.data() + t * W.cols, xq.data(), W.cols);
+    for (int64_t r = 0; r < W.rows; ++r) y[t * W.rows + r] = ref->dot_q(W.row_in(r, row.data()), xq.data(), W.cols);
+  }
+  return y;
+}
+
+// One answer whatever the path (kernels/int_dot_order.h): every integer-path type, in the row
+// layout and (where the type has it) the panel layout, for 1..24 tokens (decode, every
+// remainder of the prompt kernels' passes of 4, runs of panels) on 1 and 2 threads, gives the
+// reference's bits. Rows of 1, 2 and 3 K-quant blocks; heavy-tailed activations.
+TEST(Matmul, EveryPathGivesTheReferenceBits) {
+  std::mt19937 rng(23);
+  const int64_t kTokens = 24;
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    for (DType type : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
+                       DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+      for (auto [rows, cols] : {std::pair<int64_t, int64_t>{64, 256}, {48, 512}, {32, 768}}) {
+        std::unique_ptr<TestWeight> w = random_weight(type, rows, cols, rng);
+        std::vector<float> x = test::random_normal(static_cast<size_t>(kTokens * cols), rng());
+        for (float& v : x) v = v * v * v;  // heavy tails: some blocks dominated by one value
+        const std::vector<float> want = reference_int8(w->W, x, kTokens);
+        TestWeight packed = {w->bytes, w->W};
+        packed.W.data = packed.bytes.data();
+        const bool panels = type_traits(type)->dot_q_panels != nullptr && kernels::panel_layout_exists(type, rows, cols);
+        if (panels) {
+          kernels::panel_pack_matrix(type, packed.bytes.data(), rows, cols);
+          packed.W.panels = true;
+        }
+        const TestScratch ts(pool, kTokens, cols, true, w->W.row_bytes);
+        MatmulScratch s = ts.s;
+        s.bf16 = nullptr;  // the AMX path is opt-in (--amx-bf16) and rounds otherwise
+        for (int64_t n = 1; n <= kTokens; ++n) {
+          for (const WeightMatrix* W : {&w->W, &packed.W}) {
+            std::vector<float> y(static_cast<size_t>(n * rows), -1.0f);
+            matmul(pool, *W, x.data(), y.data(), n, s);
+            ASSERT_EQ(0, std::memcmp(y.data(), want.data(), y.size() * sizeof(float)))
+                << dtype_name(type) << " " << rows << "x" << cols << " n=" << n << " threads=" << threads
+                << (W->panels ? " panels" : " rows");
+          }
+        }
+      }
+    }
+  }
+}
+
+// The float path likewise (kernels/float_dot_order.h): F32, F16 and BF16 weights, and a
+// quantized type with float activations, decode and prompt, the reference's bits; in 8-bit
+// mode F16 / BF16 take activations rounded to their type.
+TEST(Matmul, FloatPathGivesTheReferenceBits) {
+  std::mt19937 rng(24);
+  const int64_t kTokens = 14;
+  ThreadPool pool(2);
+  for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q4_K}) {
+    for (bool int8 : {false, true}) {
+      if (int8 && type == DType::Q4_K) continue;  // the integer path: above
+      for (auto [rows, cols] : {std::pair<int64_t, int64_t>{40, 256}, {33, 200}, {17, 777}}) {
+        if (type == DType::Q4_K && cols % 256 != 0) continue;
+        std::unique_ptr<TestWeight> w = random_weight(type, rows, cols, rng);
+        const std::vector<float> x = test::random_normal(static_cast<size_t>(kTokens * cols), rng());
+        const TypeTraits* f32 = type_traits_ref(DType::F32);
+        std::vector<float> want(static_cast<size_t>(kTokens * rows)), wf(cols), xa(cols);
+        for (int64_t t = 0; t < kTokens; ++t) {
+          for (int64_t i = 0; i < cols; ++i) {
+            const float v = x[t * cols + i];
+            xa[i] = !int8 || type == DType::F32 ? v
+                    : type == DType::F16        ? f16_to_f32(f32_to_f16(v))
+                                                : bf16_to_f32(f32_to_bf16(v));
+          }
+          for (int64_t r = 0; r < rows; ++r) {
+            type_traits_ref(type)->to_float(w->W.row(r), wf.data(), cols);
+            want[t * rows + r] = f32->dot_f32(wf.data(), xa.data(), cols);
+          }
+        }
+        const TestScratch ts(pool, kTokens, cols, int8, w->W.row_bytes);
+        MatmulScratch s = ts.s;
+        s.bf16 = nullptr;
+        for (int64_t n = 1; n <= kTokens; ++n) {
+          std::vector<float> y(static_cast<size_t>(n * rows), -1.0f);
+          matmul(pool, w->W, x.data(), y.data(), n, s);
+          ASSERT_EQ(0, std::memcmp(y.data(), want.data(), y.size() * sizeof(float)))
+              << dtype_name(type) << " " << rows << "x" << cols << " n=" << n << (int8 ? " int8" : " float");
         }
       }
     }
