@@ -103,6 +103,8 @@ struct QuantCase {
   const char* model;
   const char* prompt;
   bool int8;
+  // Positions checked (0: all, and the full last row): see the P3 case below.
+  int64_t positions = 0;
 };
 class GoldenQuant : public ::testing::TestWithParam<QuantCase> {};
 
@@ -119,7 +121,8 @@ TEST_P(GoldenQuant, EveryPositionMatchesFloatActivationReference) {
   ASSERT_TRUE(s->eval(tokens, true).ok());
   const std::vector<float>& all = s->logits();
   int64_t decisive = 0;
-  for (int64_t p = 0; p < n; ++p) {
+  const int64_t checked = GetParam().positions > 0 ? GetParam().positions : n;
+  for (int64_t p = 0; p < checked; ++p) {
     const float* row = all.data() + p * V;
     EXPECT_LE(topk_rel_l2(row, g["topk_ids"][p], g["topk_logits"][p]), 2e-3) << "position " << p;
     EXPECT_NEAR(logsumexp(row, V), g["logsumexp"][p].get<double>(), 2e-2) << "position " << p;
@@ -130,7 +133,8 @@ TEST_P(GoldenQuant, EveryPositionMatchesFloatActivationReference) {
   }
   // In every golden file here at least 10 of 11 (P1), 26 of 29 (P2) and 179 of 194 (P3)
   // positions have a margin of at least 0.1.
-  EXPECT_GE(decisive, n / 2) << "too few decisive positions: the top-1 check compared almost nothing";
+  EXPECT_GE(decisive, checked / 2) << "too few decisive positions: the top-1 check compared almost nothing";
+  if (checked < n) return;
   test::Npy last = test::read_npy(test::shared_dir() + "/models/golden/" + ref_dir + "/" + prompt + ".last.npy");
   std::vector<double> ref(last.data.begin(), last.data.end());
   EXPECT_LE(rel_l2(all.data() + (n - 1) * V, ref.data(), V), 2e-3);
@@ -138,17 +142,19 @@ TEST_P(GoldenQuant, EveryPositionMatchesFloatActivationReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Files, GoldenQuant,
-    // 8-bit activations match llama.cpp's native run exactly (2.5e-7) where llama.cpp used its
-    // VNNI dot products: P1 of the Q4_K_M file. On this CPU llama.cpp repacks K-quant weights
-    // for AMX and computes larger batches with AMX tiles, whose rounding differs (~3e-3), and it
-    // runs F16/BF16 weights with F16/BF16 activations; see docs/DESIGN.md. Those references are
-    // met in float-activation mode (the .f32act cases below) to ~1e-6.
-    ::testing::Values(QuantCase{"small-llama31-q4_k_m", "P1", true},
+    // 8-bit activations: P1 and P2 of the Q4_K_M file match llama.cpp's native run to 1.5e-7.
+    // P3 matches up to position 96; from 97 on one quantization step of the build that made the
+    // golden files rounds the other way (llama.cpp c392e5094 built on this CPU misses the same
+    // positions by the same amounts, as it misses the mixed file's references: docs/DESIGN.md,
+    // "One answer per model"). Every reference is met in float-activation mode (.f32act) to ~1e-6.
+    ::testing::Values(QuantCase{"small-llama31-q4_k_m", "P1", true}, QuantCase{"small-llama31-q4_k_m", "P2", true},
+                      QuantCase{"small-llama31-q4_k_m", "P3", true, 97},
                       QuantCase{"small-llama31-q4_k_m", "P1", false}, QuantCase{"small-llama31-q4_k_m", "P2", false},
                       QuantCase{"small-llama31-q4_k_m", "P3", false}, QuantCase{"small-llama32-mixed", "P1", false},
                       QuantCase{"small-llama32-mixed", "P2", false}, QuantCase{"small-llama32-mixed", "P3", false}),
     [](const ::testing::TestParamInfo<QuantCase>& i) {
-      std::string n = std::string(i.param.model) + "_" + i.param.prompt + (i.param.int8 ? "_int8" : "_f32act");
+      std::string n = std::string(i.param.model) + "_" + i.param.prompt + (i.param.int8 ? "_int8" : "_f32act") +
+                      (i.param.positions > 0 ? "_first" + std::to_string(i.param.positions) : "");
       for (char& c : n) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
       return n;
     });
