@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "model/llama_config.h"
+#include "io/llama_config.h"
 
 namespace ll3 {
 

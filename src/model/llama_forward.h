@@ -9,7 +9,7 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
-#include "engine/batch_plan.h"
+#include "model/batch_plan.h"
 #include "kernels/matmul.h"
 #include "kv/kv_cache.h"
 #include "model/llama_model.h"

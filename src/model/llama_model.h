@@ -12,7 +12,7 @@
 #include "core/mmap_file.h"
 #include "core/status.h"
 #include "kernels/weight_matrix.h"
-#include "model/llama_config.h"
+#include "io/llama_config.h"
 
 namespace ll3 {
 

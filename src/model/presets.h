@@ -11,7 +11,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "io/hf_config.h"  // llama3_rope_freq_factors
-#include "model/llama_config.h"
+#include "io/llama_config.h"
 
 namespace ll3 {
 

@@ -1,4 +1,6 @@
-// Hyper-parameters of a LLaMA-3-architecture model, whatever file it came from.
+// Hyper-parameters of a LLaMA-3-architecture model, whatever file it came from: plain data that
+// the file readers fill (io/hf_config for config.json, the model loader for GGUF metadata), so
+// it lives in io/, below the model layer that uses it.
 #pragma once
 
 #include <cstdint>
