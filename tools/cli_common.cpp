@@ -127,7 +127,16 @@ std::string finish_generation_flags(GenerationFlags* f, SessionOptions* so) {
   if (f->batch <= 0) return "--batch must be positive";
   if (f->ctx < 0) return "--ctx must not be negative";
   if (f->seed < -1) return "--seed must be a non-negative integer";
-  if (f->gen.sampling.top_p <= 0 || f->gen.sampling.temperature < 0) return "--top-p must be > 0 and --temp >= 0";
+  if (f->max_tokens < -1) return "-n must be >= 0, or -1 for until the context is full";
+  SamplingFieldNames names;
+  names.temperature = "--temp";
+  names.top_p = "--top-p";
+  names.min_p = "--min-p";
+  names.repeat_penalty = "--repeat-penalty";
+  names.repeat_last_n = "--repeat-last-n";
+  names.presence_penalty = "--presence-penalty";
+  names.frequency_penalty = "--frequency-penalty";
+  if (Status st = validate(f->gen.sampling, names); !st.ok()) return st.message();
   f->gen.sampling.seed = f->seed < 0 ? kRandomSeed : static_cast<uint64_t>(f->seed);
   f->gen.stop = f->stop;
   f->gen.max_tokens = f->max_tokens;

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+
+#include "core/status.h"
 #include <random>
 #include <vector>
 
@@ -29,6 +31,20 @@ struct SamplingParams {
   float presence_penalty = 0.0f, frequency_penalty = 0.0f;
   uint64_t seed = kRandomSeed;  // kRandomSeed => seeded from std::random_device
 };
+
+// Every field finite and in its range, or an error naming the field (`names`: how the caller's
+// interface spells them, e.g. "--temp" or "temperature"). The one check the CLI and the server
+// share: a NaN temperature or a negative top-p would otherwise sample silently wrong.
+struct SamplingFieldNames {
+  const char* temperature = "temperature";
+  const char* top_p = "top_p";
+  const char* min_p = "min_p";
+  const char* repeat_penalty = "repeat_penalty";
+  const char* repeat_last_n = "repeat_last_n";
+  const char* presence_penalty = "presence_penalty";
+  const char* frequency_penalty = "frequency_penalty";
+};
+Status validate(const SamplingParams& p, const SamplingFieldNames& names = {});
 
 class Sampler {
  public:

@@ -336,5 +336,27 @@ TEST(Sampler, FastOnLlama3Vocabulary) {
   }
 }
 
+// validate(): the defaults pass; each bad value names its field in the caller's spelling.
+TEST(Sampler, ValidateNamesTheBadField) {
+  EXPECT_TRUE(validate(SamplingParams{}).ok());
+  SamplingParams p;
+  p.temperature = std::numeric_limits<float>::quiet_NaN();
+  Status st = validate(p);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("temperature must be a finite number"), std::string::npos) << st.message();
+  p = SamplingParams{};
+  p.frequency_penalty = 2.5f;
+  SamplingFieldNames names;
+  names.frequency_penalty = "--frequency-penalty";
+  st = validate(p, names);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("--frequency-penalty must be in [-2, 2]"), std::string::npos) << st.message();
+  p = SamplingParams{};
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  p.temperature = 0.0f;
+  EXPECT_TRUE(validate(p).ok());
+}
+
 }  // namespace
 }  // namespace ll3
