@@ -230,9 +230,19 @@ void run(ThreadPool& pool, Path path, std::initializer_list<MatmulOutput> output
   switch (path) {
     case Path::kBf16: matmul_bf16(pool, Group(outputs, blocks_of), x, n, scratch); break;
     case Path::kInt8: matmul_q(pool, Group(outputs, units_of), x, n, scratch); break;
-    case Path::kFloat:
-      for (const MatmulOutput& o : outputs) matmul_f32(pool, *o.W, float_path_input(pool, *o.W, x, n, scratch), o.y, n, scratch);
+    case Path::kFloat: {
+      // A group of F16 (or BF16) products rounds its shared input once.
+      const float* in = nullptr;
+      DType rounded_for = DType::F32;
+      for (const MatmulOutput& o : outputs) {
+        if (in == nullptr || o.W->type != rounded_for) {
+          in = float_path_input(pool, *o.W, x, n, scratch);
+          rounded_for = o.W->type;
+        }
+        matmul_f32(pool, *o.W, in, o.y, n, scratch);
+      }
       break;
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 // fused multiply-adds in the order of kernels/int_dot_order.h. Every SIMD kernel gives
 // bit-identical results.
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/int_dot_order.h"
 #include "kernels/quant_blocks.h"
@@ -117,27 +118,17 @@ int32_t legacy_isum(const W& w, const A& a) {
   return s;
 }
 
-template <class W, void (*Vals)(const W&, int*)>
-float legacy_dot_q8_0(const void* row, const void* xq, int64_t n) {
+// The "_1" types (A = Q8_1) add m * s per block, taking the activation sum from Q8_1's s (f16 of
+// sum * unrounded d), as llama.cpp does, rather than from the quants: the two differ by s's
+// rounding.
+template <class W, class A, void (*Vals)(const W&, int*)>
+float legacy_dot(const void* row, const void* xq, int64_t n) {
   const W* w = static_cast<const W*>(row);
-  const BlockQ8_0* a = static_cast<const BlockQ8_0*>(xq);
+  const A* a = static_cast<const A*>(xq);
   float acc = 0.0f;
   for (int64_t i = 0; i < n / kQK; ++i) {
-    acc = int_dot_step(acc, legacy_isum<W, BlockQ8_0, Vals>(w[i], a[i]), f16_to_f32(w[i].d) * f16_to_f32(a[i].d));
-  }
-  return acc;
-}
-
-// The "_1" types take the activation sum from Q8_1's s (f16 of sum * unrounded d), as llama.cpp
-// does, rather than from the quants: the two differ by s's rounding.
-template <class W, void (*Vals)(const W&, int*)>
-float legacy_dot_q8_1(const void* row, const void* xq, int64_t n) {
-  const W* w = static_cast<const W*>(row);
-  const BlockQ8_1* a = static_cast<const BlockQ8_1*>(xq);
-  float acc = 0.0f;
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    acc = int_dot_step(acc, legacy_isum<W, BlockQ8_1, Vals>(w[i], a[i]), f16_to_f32(w[i].d) * f16_to_f32(a[i].d));
-    acc = std::fma(f16_to_f32(w[i].m), f16_to_f32(a[i].s), acc);
+    acc = int_dot_step(acc, legacy_isum<W, A, Vals>(w[i], a[i]), f16_to_f32(w[i].d) * f16_to_f32(a[i].d));
+    if constexpr (std::is_same_v<A, BlockQ8_1>) acc = std::fma(f16_to_f32(w[i].m), f16_to_f32(a[i].s), acc);
   }
   return acc;
 }
@@ -225,11 +216,11 @@ float k_dot_q8_k(const void* row, const void* xq, int64_t n) {
 
 }  // namespace
 
-float q4_0_dot_q8_0(const void* row, const void* xq, int64_t n) { return legacy_dot_q8_0<BlockQ4_0, vals_q4_0>(row, xq, n); }
-float q4_1_dot_q8_1(const void* row, const void* xq, int64_t n) { return legacy_dot_q8_1<BlockQ4_1, vals_q4_1>(row, xq, n); }
-float q5_0_dot_q8_0(const void* row, const void* xq, int64_t n) { return legacy_dot_q8_0<BlockQ5_0, vals_q5_0>(row, xq, n); }
-float q5_1_dot_q8_1(const void* row, const void* xq, int64_t n) { return legacy_dot_q8_1<BlockQ5_1, vals_q5_1>(row, xq, n); }
-float q8_0_dot_q8_0(const void* row, const void* xq, int64_t n) { return legacy_dot_q8_0<BlockQ8_0, vals_q8_0>(row, xq, n); }
+float q4_0_dot_q8_0(const void* row, const void* xq, int64_t n) { return legacy_dot<BlockQ4_0, BlockQ8_0, vals_q4_0>(row, xq, n); }
+float q4_1_dot_q8_1(const void* row, const void* xq, int64_t n) { return legacy_dot<BlockQ4_1, BlockQ8_1, vals_q4_1>(row, xq, n); }
+float q5_0_dot_q8_0(const void* row, const void* xq, int64_t n) { return legacy_dot<BlockQ5_0, BlockQ8_0, vals_q5_0>(row, xq, n); }
+float q5_1_dot_q8_1(const void* row, const void* xq, int64_t n) { return legacy_dot<BlockQ5_1, BlockQ8_1, vals_q5_1>(row, xq, n); }
+float q8_0_dot_q8_0(const void* row, const void* xq, int64_t n) { return legacy_dot<BlockQ8_0, BlockQ8_0, vals_q8_0>(row, xq, n); }
 float q2_k_dot_q8_k(const void* row, const void* xq, int64_t n) { return k_dot_q8_k<BlockQ2_K, kvals_q2_k, true>(row, xq, n); }
 float q3_k_dot_q8_k(const void* row, const void* xq, int64_t n) { return k_dot_q8_k<BlockQ3_K, kvals_q3_k, false>(row, xq, n); }
 float q4_k_dot_q8_k(const void* row, const void* xq, int64_t n) {

@@ -9,6 +9,11 @@
 namespace ll3::kernels::avx512 {
 
 namespace {
+// Lanes of the group of 16 at i that lie before n.
+inline __mmask16 lanes_before(int64_t i, int64_t n) {
+  return static_cast<__mmask16>(i + 16 <= n ? 0xffff : (1u << (n - i)) - 1);
+}
+
 inline __m512 load_bf16(const uint16_t* p) {
   __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
@@ -23,7 +28,7 @@ inline float dot16(Load load, const float* x, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) acc = _mm512_fmadd_ps(load(i), _mm512_loadu_ps(x + i), acc);
   if (i < n) {
-    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __mmask16 m = lanes_before(i, n);
     acc = _mm512_mask3_fmadd_ps(load(i), _mm512_maskz_loadu_ps(m, x + i), acc, m);
   }
   return reduce16(acc);
@@ -33,9 +38,8 @@ float f32_dot(const void* row, const float* x, int64_t n) {
   const float* w = static_cast<const float*>(row);
   return dot16(
       [&](int64_t i) {
-        const __mmask16 m = static_cast<__mmask16>(i + 16 <= n ? 0xffff : (1u << (n - i)) - 1);
         if ((i & 31) == 0) prefetch_ahead<2>(w + i);
-        return _mm512_maskz_loadu_ps(m, w + i);
+        return _mm512_maskz_loadu_ps(lanes_before(i, n), w + i);
       },
       x, n);
 }
@@ -44,9 +48,8 @@ float f16_dot(const void* row, const float* x, int64_t n) {
   const uint16_t* w = static_cast<const uint16_t*>(row);
   return dot16(
       [&](int64_t i) {
-        const __mmask16 m = static_cast<__mmask16>(i + 16 <= n ? 0xffff : (1u << (n - i)) - 1);
         if ((i & 31) == 0) prefetch_ahead<1>(w + i);
-        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, w + i));
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes_before(i, n), w + i));
       },
       x, n);
 }
@@ -55,9 +58,8 @@ float bf16_dot(const void* row, const float* x, int64_t n) {
   const uint16_t* w = static_cast<const uint16_t*>(row);
   return dot16(
       [&](int64_t i) {
-        const __mmask16 m = static_cast<__mmask16>(i + 16 <= n ? 0xffff : (1u << (n - i)) - 1);
         if ((i & 31) == 0) prefetch_ahead<1>(w + i);
-        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, w + i)), 16));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(lanes_before(i, n), w + i)), 16));
       },
       x, n);
 }

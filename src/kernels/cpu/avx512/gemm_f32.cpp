@@ -14,33 +14,6 @@ namespace {
 constexpr int kR = 4;  // weight rows per tile
 constexpr int kT = 6;  // activation rows per tile: 24 accumulators + 4 weights + 1 activation
 
-// A full kR x kT tile over all of k; `mask` covers the last partial 16-float step.
-inline void tile(const float* w, size_t ldw, const float* x, size_t ldx, float* y, size_t ldy, int64_t k) {
-  __m512 acc[kR][kT];
-  for (int r = 0; r < kR; ++r)
-    for (int t = 0; t < kT; ++t) acc[r][t] = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= k; i += 16) {
-    __m512 wv[kR];
-    for (int r = 0; r < kR; ++r) wv[r] = _mm512_loadu_ps(w + r * ldw + i);
-    for (int t = 0; t < kT; ++t) {
-      const __m512 xv = _mm512_loadu_ps(x + t * ldx + i);
-      for (int r = 0; r < kR; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
-    }
-  }
-  if (i < k) {
-    const __mmask16 m = static_cast<__mmask16>((1u << (k - i)) - 1);
-    __m512 wv[kR];
-    for (int r = 0; r < kR; ++r) wv[r] = _mm512_maskz_loadu_ps(m, w + r * ldw + i);
-    for (int t = 0; t < kT; ++t) {
-      const __m512 xv = _mm512_maskz_loadu_ps(m, x + t * ldx + i);
-      for (int r = 0; r < kR; ++r) acc[r][t] = _mm512_mask3_fmadd_ps(wv[r], xv, acc[r][t], m);
-    }
-  }
-  for (int t = 0; t < kT; ++t)
-    for (int r = 0; r < kR; ++r) y[t * ldy + r] = reduce16(acc[r][t]);
-}
-
 // One row x one activation row, for the edges of the grid.
 inline float dot(const float* a, const float* b, int64_t k) {
   __m512 acc = _mm512_setzero_ps();
@@ -53,7 +26,7 @@ inline float dot(const float* a, const float* b, int64_t k) {
   return reduce16(acc);
 }
 
-// k-blocked version for long rows: groups of kGroup tokens, and k in blocks of kKc, so that a
+// The k-blocked version for long rows: groups of kGroup tokens, and k in blocks of kKc, so that a
 // block's weight rows (up to 16 x kKc floats) and the group's activations (kGroup x kKc) stay in
 // L1/L2 while every tile of the group passes over them; the tiles' 16-lane accumulators are
 // parked in a buffer between k blocks. Each output still sums its lanes over k in order, so the
@@ -62,6 +35,8 @@ constexpr int64_t kKc = 256;
 constexpr int kGroup = 4 * kT;
 constexpr int kMaxRows = 16;
 
+// A kR x kT tile over columns [i0, i1) of k, its accumulators taken from and left in park
+// (park[r * kT + t]); a last partial group of 16 only when i1 == k.
 void tile_kc(const float* w, size_t ldw, const float* x, size_t ldx, __m512* park, int64_t i0, int64_t i1,
              int64_t k) {
   __m512 acc[kR][kT];
@@ -87,6 +62,15 @@ void tile_kc(const float* w, size_t ldw, const float* x, size_t ldx, __m512* par
   }
   for (int r = 0; r < kR; ++r)
     for (int t = 0; t < kT; ++t) park[r * kT + t] = acc[r][t];
+}
+
+// A full kR x kT tile over all of k.
+inline void tile(const float* w, size_t ldw, const float* x, size_t ldx, float* y, size_t ldy, int64_t k) {
+  __m512 acc[kR * kT];
+  for (__m512& a : acc) a = _mm512_setzero_ps();
+  tile_kc(w, ldw, x, ldx, acc, 0, k, k);
+  for (int t = 0; t < kT; ++t)
+    for (int r = 0; r < kR; ++r) y[t * ldy + r] = reduce16(acc[r * kT + t]);
 }
 
 void gemm_blocked(const float* w, size_t ldw, const float* x, size_t ldx, float* y, size_t ldy, int64_t rows,
