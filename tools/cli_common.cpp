@@ -13,7 +13,8 @@ namespace ll3::cli {
 Result<DType> parse_kv_type(const std::string& s) {
   if (s == "f32") return DType::F32;
   if (s == "f16") return DType::F16;
-  return Status::errorf("KV cache type must be f32 or f16, not '%s'", s.c_str());
+  if (s == "q8_0") return DType::Q8_0;
+  return Status::errorf("KV cache type must be f32, f16 or q8_0, not '%s'", s.c_str());
 }
 
 Result<std::vector<int32_t>> parse_token_list(const std::string& s) {
@@ -78,33 +79,6 @@ Result<std::unique_ptr<LlamaModel>> load_model_verbose(const std::string& path, 
 
 namespace ll3::cli {
 
-void add_generation_flags(ArgParser& ap, GenerationFlags* f) {
-  SamplingParams& s = f->gen.sampling;
-  ap.add_int({"-n", "--max-tokens"}, "N", "tokens to generate (default 256; -1: until the context is full)",
-             &f->max_tokens);
-  ap.add_float({"--temp", "--temperature"}, "T", "sampling temperature; 0 = greedy (default 0.8)", &s.temperature);
-  ap.add_int({"--top-k"}, "K", "keep the K most likely tokens; 0 = off (default 40)", &s.top_k);
-  ap.add_float({"--top-p"}, "P", "nucleus sampling; 1 = off (default 0.95)", &s.top_p);
-  ap.add_float({"--min-p"}, "P", "drop tokens below P x the best one's probability; 0 = off (default 0.05)", &s.min_p);
-  ap.add_float({"--repeat-penalty"}, "X", "penalise repeated tokens; 1 = off (default 1.0)", &s.repeat_penalty);
-  ap.add_int({"--repeat-last-n"}, "N", "tokens the repeat penalty looks back over (default 64)", &s.repeat_last_n);
-  ap.add_float({"--presence-penalty"}, "X", "OpenAI-style presence penalty (default 0)", &s.presence_penalty);
-  ap.add_float({"--frequency-penalty"}, "X", "OpenAI-style frequency penalty (default 0)", &s.frequency_penalty);
-  ap.add_int({"-s", "--seed"}, "S", "random seed; same seed, same output (default: random)", &f->seed);
-  ap.add({"--stop"}, "TEXT", "stop when TEXT is generated (repeatable)", [f](const std::string& v) {
-    f->stop.push_back(v);
-    return std::string();
-  });
-  ap.add_flag({"--ignore-eos"}, "keep generating after end-of-generation tokens", &f->gen.ignore_eos);
-  ap.add_int({"-t", "--threads"}, "N", "threads (default: all cores)", &f->threads);
-  ap.add_int({"-c", "--ctx"}, "N", "context size in tokens (default: min(model, 4096))", &f->ctx);
-  ap.add_int({"-b", "--batch"}, "N", "prompt tokens per forward step (default 256)", &f->batch);
-  ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32 or f16 (default f16)", &f->kv_type);
-  ap.add_flag({"--float-act"}, "keep activations in float for quantized weights (default: 8-bit)", &f->float_act);
-  add_amx_flag(ap, &f->amx_bf16);
-  add_load_flags(ap, &f->load);
-}
-
 void add_amx_flag(ArgParser& ap, bool* amx_bf16) {
   ap.add_flag({"--amx-bf16"},
               "prompts of 16+ tokens on AMX bf16 tiles where the CPU has them (faster; rounds differently from "
@@ -119,34 +93,6 @@ void add_load_flags(ArgParser& ap, LoadFlags* f) {
               &f->no_mmap);
   ap.add_flag({"--row-layout"}, "keep the checkpoint's row layout (no repacking into decode panels at load: slower generation)",
               &f->row_layout);
-}
-
-std::string finish_generation_flags(GenerationFlags* f, SessionOptions* so) {
-  Result<DType> kvt = parse_kv_type(f->kv_type);
-  if (!kvt.ok()) return kvt.message();
-  if (f->batch <= 0) return "--batch must be positive";
-  if (f->ctx < 0) return "--ctx must not be negative";
-  if (f->seed < -1) return "--seed must be a non-negative integer";
-  if (f->max_tokens < -1) return "-n must be >= 0, or -1 for until the context is full";
-  SamplingFieldNames names;
-  names.temperature = "--temp";
-  names.top_p = "--top-p";
-  names.min_p = "--min-p";
-  names.repeat_penalty = "--repeat-penalty";
-  names.repeat_last_n = "--repeat-last-n";
-  names.presence_penalty = "--presence-penalty";
-  names.frequency_penalty = "--frequency-penalty";
-  if (Status st = validate(f->gen.sampling, names); !st.ok()) return st.message();
-  f->gen.sampling.seed = f->seed < 0 ? kRandomSeed : static_cast<uint64_t>(f->seed);
-  f->gen.stop = f->stop;
-  f->gen.max_tokens = f->max_tokens;
-  so->kv_type = kvt.value();
-  so->int8_activations = !f->float_act;
-  so->amx_prompts = f->amx_bf16;
-  so->threads = f->threads;
-  so->context = f->ctx;
-  so->batch = f->batch;
-  return "";
 }
 
 }  // namespace ll3::cli

@@ -32,7 +32,7 @@ double now_seconds();
 }  // namespace ll3::cli
 
 #include "cli_args.h"
-#include "engine/generate.h"
+#include "ll3/engine.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ll3::cli {
@@ -48,23 +48,38 @@ struct LoadFlags {
 void add_amx_flag(ArgParser& ap, bool* amx_bf16);
 void add_load_flags(ArgParser& ap, LoadFlags* f);
 
-// Flags shared by run, chat (and serve): sampling, stop strings, max tokens, threads, context.
-struct GenerationFlags {
-  GenerateOptions gen;
-  long long max_tokens = 256;
-  long long seed = -1;
-  std::vector<std::string> stop;
+// Engine flags (ll3/engine.h EngineOptions): run, chat, serve and bench --parallel. `serving`
+// adds those that only matter with many requests (queue, sessions, batching wait).
+struct EngineFlags {
   int threads = 0;
   long long ctx = 0;
+  long long kv_memory = 0;
   long long batch = 256;
+  long long max_seqs = 64;
+  long long max_queue = 1024;
+  double batch_wait_ms = 2;
   std::string kv_type = "f16";
+  std::string session_dir;
+  long long session_memory = 0;
+  bool no_prefix_cache = false;
   bool float_act = false;
   bool amx_bf16 = false;
   LoadFlags load;
 };
+void add_engine_flags(ArgParser& ap, EngineFlags* f, bool serving);
+// The engine options the flags say; "" or a usage error.
+std::string finish_engine_flags(const EngineFlags& f, EngineOptions* o);
+
+// Flags of one generation (run, chat): sampling, stop strings, max tokens, plus the engine's.
+struct GenerationFlags {
+  Request req;
+  long long max_tokens = 256;
+  long long seed = -1;
+  EngineFlags engine;
+};
 void add_generation_flags(ArgParser& ap, GenerationFlags* f);
-// Turns the parsed flags into session options and generate options; "" or a usage error.
-std::string finish_generation_flags(GenerationFlags* f, SessionOptions* so);
+// Validates the flags into f->req (sampling, stop, max tokens) and *o; "" or a usage error.
+std::string finish_generation_flags(GenerationFlags* f, EngineOptions* o);
 
 // The model to use: `path` if given, else the default model (made once: make-model's
 // llama3.2-1b preset quantized to Q4_K_M, ~/.cache/ll3/models/llama3.2-1b-q4_k_m-seed1.gguf;
@@ -77,5 +92,8 @@ struct LoadedModel {
 };
 // resolve_model_path + load_model_verbose + (with_tokenizer) the model's tokenizer.
 Result<LoadedModel> load_model_cli(const std::string& path, bool with_tokenizer, const LoadFlags& flags = {});
+
+// An engine over a model loaded by load_model_cli with its tokenizer (which it takes over).
+Result<std::unique_ptr<Engine>> make_engine(LoadedModel&& lm, const EngineOptions& o);
 
 }  // namespace ll3::cli

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <limits>
 
 #include "cli_common.h"
 #include "commands.h"
@@ -26,15 +27,22 @@ int cmd_chat(int argc, char** argv) {
   ap.add_flag({"-q", "--quiet"}, "print no statistics on stderr", &quiet);
   add_generation_flags(ap, &gf);
   if (int rc = ap.parse(argc, argv); rc >= 0) return rc;
-  SessionOptions so;
-  if (std::string err = finish_generation_flags(&gf, &so); !err.empty()) return ap.usage_error(err);
+  EngineOptions eo;
+  if (std::string err = finish_generation_flags(&gf, &eo); !err.empty()) return ap.usage_error(err);
 
-  Result<LoadedModel> lm = load_model_cli(model_path, true, gf.load);
+  Result<LoadedModel> lm = load_model_cli(model_path, true, gf.engine.load);
   if (!lm.ok()) return fail("chat", lm.message());
-  const Tokenizer& tk = *lm->tokenizer;
-  Result<std::unique_ptr<Session>> session = Session::create(*lm->model, so);
-  if (!session.ok()) return fail("chat", session.message());
-  Session& s = **session;
+  if (eo.ctx == 0 && eo.kv_memory == 0) eo.ctx = std::min<int64_t>(lm->model->config.context_length, 4096);
+  eo.max_seqs = 1;
+  eo.batch_wait_ms = 0;
+  // The conversation is a session: its KV stays pinned between turns, so each turn computes
+  // only the new message (and the template's framing).
+  eo.session_memory = std::numeric_limits<int64_t>::max() / 4;
+  const Tokenizer* tkp = lm->tokenizer.get();
+  Result<std::unique_ptr<Engine>> engine = make_engine(std::move(lm.value()), eo);
+  if (!engine.ok()) return fail("chat", engine.message());
+  const Tokenizer& tk = *tkp;
+  const int64_t max_len = (*engine)->stats().max_seq_tokens;
 
   ChatTemplateOptions topt;
   if (tk.bos_id() >= 0) topt.bos_token = std::string(tk.piece(tk.bos_id()));
@@ -69,29 +77,37 @@ int cmd_chat(int argc, char** argv) {
       warned = true;
     }
     // The template writes <|begin_of_text|> itself; its special tokens are parsed as such.
-    std::vector<int32_t> tokens = tk.encode(prompt.value(), false, true);
-    if (static_cast<int64_t>(tokens.size()) >= s.context()) {
+    Request req = gf.req;
+    req.tokens = tk.encode(prompt.value(), false, true);
+    req.session_id = "chat";
+    if (static_cast<int64_t>(req.tokens.size()) >= max_len) {
       std::fprintf(stderr, "ll3 chat: the conversation (%zu tokens) no longer fits the context of %lld; /reset to start over\n",
-                   tokens.size(), static_cast<long long>(s.context()));
+                   req.tokens.size(), static_cast<long long>(max_len));
       messages.pop_back();
       continue;
     }
     std::string reply;
-    auto print = [&](std::string_view text) {
-      reply.append(text);
-      std::fwrite(text.data(), 1, text.size(), stdout);
+    req.on_token = [&](const TokenEvent& ev) {
+      reply.append(ev.text);
+      std::fwrite(ev.text.data(), 1, ev.text.size(), stdout);
       std::fflush(stdout);
       return true;
     };
-    Result<GenerateStats> st = generate(s, tk, tokens, gf.gen, print);
+    Result<Engine::Completion> done = (*engine)->generate(std::move(req));
+    if (!done.ok()) return fail("chat", done.message());
+    const FinishInfo& f = done->finish;
+    reply.append(f.text);
+    std::fwrite(f.text.data(), 1, f.text.size(), stdout);
     std::printf("\n");
-    if (!st.ok()) return fail("chat", st.message());
+    if (f.reason == FinishReason::kError) return fail("chat", f.error);
     messages.push_back({"assistant", reply, ""});
     if (!quiet) {
+      const double gen_s = f.total_seconds - f.first_token_seconds;
       std::fprintf(stderr, "[%lld prompt tokens (%lld reused), %lld generated, %.1f t/s, %s]\n",
-                   static_cast<long long>(st->n_prompt), static_cast<long long>(st->n_reused),
-                   static_cast<long long>(st->n_generated),
-                   st->gen_seconds > 0 ? st->n_generated / st->gen_seconds : 0.0, st->finish_reason.c_str());
+                   static_cast<long long>(f.prompt_tokens - f.cached_tokens), static_cast<long long>(f.cached_tokens),
+                   static_cast<long long>(f.completion_tokens),
+                   f.completion_tokens > 1 && gen_s > 0 ? (f.completion_tokens - 1) / gen_s : 0.0,
+                   finish_reason_name(f.reason));
     }
   }
   return 0;

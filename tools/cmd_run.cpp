@@ -29,40 +29,43 @@ int cmd_run(int argc, char** argv) {
     prompt = std::move(text.value());
   }
   if (prompt.empty()) return ap.usage_error("a prompt is required (-p TEXT or -f FILE)");
-  SessionOptions so;
-  if (std::string err = finish_generation_flags(&gf, &so); !err.empty()) return ap.usage_error(err);
+  EngineOptions eo;
+  if (std::string err = finish_generation_flags(&gf, &eo); !err.empty()) return ap.usage_error(err);
 
-  Result<LoadedModel> lm = load_model_cli(model_path, true, gf.load);
+  Result<LoadedModel> lm = load_model_cli(model_path, true, gf.engine.load);
   if (!lm.ok()) return fail("run", lm.message());
-  const LlamaModel& model = *lm->model;
-  const Tokenizer& tok = *lm->tokenizer;
-  std::vector<int32_t> tokens = tok.encode(prompt, !no_bos, parse_special);
-  if (so.context == 0) {
+  const int64_t model_ctx = lm->model->config.context_length;
+  gf.req.tokens = lm->tokenizer->encode(prompt, !no_bos, parse_special);
+  const int64_t n_prompt = static_cast<int64_t>(gf.req.tokens.size());
+  if (eo.ctx == 0 && eo.kv_memory == 0) {
     // Room for the prompt and the generation, within the model's context.
-    int64_t want = static_cast<int64_t>(tokens.size()) + (gf.gen.max_tokens < 0 ? 4096 : gf.gen.max_tokens);
-    so.context = std::min<int64_t>(model.config.context_length, std::max<int64_t>(want, 512));
+    const int64_t want = n_prompt + (gf.req.max_tokens < 0 ? 4096 : gf.req.max_tokens) + 1;
+    eo.ctx = std::min<int64_t>(model_ctx, std::max<int64_t>(want, 512));
   }
-  if (static_cast<int64_t>(tokens.size()) >= so.context) {
-    std::fprintf(stderr, "ll3 run: the prompt has %zu tokens, more than the context of %lld allows\n",
-                 tokens.size(), static_cast<long long>(so.context));
-    return 1;
-  }
-  Result<std::unique_ptr<Session>> session = Session::create(model, so);
-  if (!session.ok()) return fail("run", session.message());
-  auto print = [](std::string_view text) {
-    std::fwrite(text.data(), 1, text.size(), stdout);
+  eo.max_seqs = 1;
+  eo.batch_wait_ms = 0;
+  Result<std::unique_ptr<Engine>> engine = make_engine(std::move(lm.value()), eo);
+  if (!engine.ok()) return fail("run", engine.message());
+  gf.req.on_token = [](const TokenEvent& ev) {
+    std::fwrite(ev.text.data(), 1, ev.text.size(), stdout);
     std::fflush(stdout);
     return true;
   };
-  Result<GenerateStats> st = generate(**session, tok, tokens, gf.gen, print);
+  Result<Engine::Completion> done = (*engine)->generate(std::move(gf.req));
+  if (!done.ok()) return fail("run", done.message());
+  const FinishInfo& f = done->finish;
+  std::fwrite(f.text.data(), 1, f.text.size(), stdout);
   std::printf("\n");
-  if (!st.ok()) return fail("run", st.message());
+  if (f.reason == FinishReason::kError) return fail("run", f.error);
   if (!quiet) {
-    const GenerateStats& s = st.value();
+    const int64_t computed = f.prompt_tokens - f.cached_tokens;
+    const double gen_s = f.completion_tokens > 0 ? f.total_seconds - f.first_token_seconds : 0;
+    // Tokens after the first, over the time after the first: the decode rate.
+    const double gen_rate = f.completion_tokens > 1 && gen_s > 0 ? (f.completion_tokens - 1) / gen_s : 0;
     std::fprintf(stderr, "ll3: prompt %lld tokens in %.2f s (%.1f t/s); generated %lld tokens in %.2f s (%.1f t/s); %s\n",
-                 static_cast<long long>(s.n_prompt), s.prompt_seconds,
-                 s.prompt_seconds > 0 ? s.n_prompt / s.prompt_seconds : 0.0, static_cast<long long>(s.n_generated),
-                 s.gen_seconds, s.gen_seconds > 0 ? s.n_generated / s.gen_seconds : 0.0, s.finish_reason.c_str());
+                 static_cast<long long>(computed), f.first_token_seconds,
+                 f.first_token_seconds > 0 ? computed / f.first_token_seconds : 0.0,
+                 static_cast<long long>(f.completion_tokens), gen_s, gen_rate, finish_reason_name(f.reason));
   }
   return 0;
 }

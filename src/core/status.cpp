@@ -29,7 +29,7 @@ Status Status::errorf(const char* fmt, ...) {
   va_start(args, fmt);
   std::string s = vstrprintf(fmt, args);
   va_end(args);
-  return Status(std::move(s));
+  return Status(std::move(s), StatusCode::kError);
 }
 
 }  // namespace ll3

@@ -70,30 +70,33 @@ Status validate(const SamplingParams& p, const SamplingFieldNames& n) {
   return Status();
 }
 
-Sampler::Sampler(const SamplingParams& p, int32_t n_vocab) : params_(p), n_vocab_(n_vocab) {
+SamplerState::SamplerState(const SamplingParams& p) : params(p) { reset(p.seed); }
+
+Sampler::Sampler(int32_t n_vocab) : Sampler(SamplingParams(), n_vocab) {}
+
+Sampler::Sampler(const SamplingParams& p, int32_t n_vocab) : own_(p), n_vocab_(n_vocab) {
   LL3_CHECK(n_vocab > 0);
   work_.resize(static_cast<size_t>(n_vocab));
   cand_.resize(static_cast<size_t>(n_vocab));
   counts_.assign(static_cast<size_t>(n_vocab), 0);
   weights_.resize(static_cast<size_t>(n_vocab));
-  reset(p.seed);
 }
 
-void Sampler::reset(uint64_t seed) {
+void SamplerState::reset(uint64_t seed) {
   if (seed == kRandomSeed) {
     std::random_device rd;
     seed = (static_cast<uint64_t>(rd()) << 32) ^ rd();
   }
-  rng_.seed(seed);
+  rng.seed(seed);
 }
 
 double Sampler::uniform01() {
   // 53 random bits -> [0, 1); written out so the stream is the same with any standard library.
-  return static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+  return static_cast<double>(st_->rng() >> 11) * 0x1.0p-53;
 }
 
 void Sampler::apply_penalties(const std::vector<int32_t>& history) {
-  const SamplingParams& p = params_;
+  const SamplingParams& p = st_->params;
   if (p.repeat_last_n == 0 || history.empty()) return;
   if (p.repeat_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f) {
     return;
@@ -142,7 +145,7 @@ size_t Sampler::select_top_k(size_t k) {
 }
 
 size_t Sampler::truncate() {
-  const SamplingParams& p = params_;
+  const SamplingParams& p = st_->params;
   Candidate* c = cand_.data();
   size_t n = size_t(n_vocab_);
   size_t sorted = 0;  // c[0, sorted) is in final descending order
@@ -248,7 +251,7 @@ int32_t Sampler::draw(size_t n) {
 
   // Temperature is folded into the exponent rather than dividing the logits, so a huge logit
   // over a small temperature cannot overflow to inf.
-  const float inv_t = 1.0f / params_.temperature;
+  const float inv_t = 1.0f / st_->params.temperature;
   float* w = weights_.data();
   double sum = 0.0;
   for (size_t i = 0; i < n; ++i) {
@@ -265,7 +268,8 @@ int32_t Sampler::draw(size_t n) {
   return c[best].id;  // rounding left u at the very top of the range
 }
 
-int32_t Sampler::sample(const float* logits, const std::vector<int32_t>& history) {
+int32_t Sampler::sample(SamplerState& state, const float* logits, const std::vector<int32_t>& history) {
+  st_ = &state;
   const size_t n = size_t(n_vocab_);
   float* w = work_.data();
   for (size_t i = 0; i < n; ++i) {
@@ -276,7 +280,7 @@ int32_t Sampler::sample(const float* logits, const std::vector<int32_t>& history
   }
   apply_penalties(history);
 
-  if (params_.temperature <= 0.0f) return argmax(w, n_vocab_);
+  if (state.params.temperature <= 0.0f) return argmax(w, n_vocab_);
   return draw(truncate());
 }
 

@@ -10,27 +10,11 @@
 #include <cstdint>
 
 #include "core/status.h"
+#include "ll3/request.h"
 #include <random>
 #include <vector>
 
 namespace ll3 {
-
-inline constexpr uint64_t kRandomSeed = 0xFFFFFFFFFFFFFFFFull;
-
-struct SamplingParams {
-  float temperature = 0.8f;  // 0 (or less) => greedy: argmax of the penalized logits
-  int top_k = 40;            // <= 0 => off
-  float top_p = 0.95f;       // >= 1 => off
-  float min_p = 0.05f;       // <= 0 => off; keeps tokens with prob >= min_p * max prob
-  // llama.cpp semantics: a logit of a token seen in the window is divided by the penalty when
-  // positive and multiplied by it when negative. The window is the last repeat_last_n tokens of
-  // the history (-1 => all of it, 0 => no penalties); it applies to all three penalties.
-  float repeat_penalty = 1.0f;
-  int repeat_last_n = 64;
-  // OpenAI semantics: logit -= count * frequency_penalty + (count > 0) * presence_penalty.
-  float presence_penalty = 0.0f, frequency_penalty = 0.0f;
-  uint64_t seed = kRandomSeed;  // kRandomSeed => seeded from std::random_device
-};
 
 // Every field finite and in its range, or an error naming the field (`names`: how the caller's
 // interface spells them, e.g. "--temp" or "temperature"). The one check the CLI and the server
@@ -46,20 +30,33 @@ struct SamplingFieldNames {
 };
 Status validate(const SamplingParams& p, const SamplingFieldNames& names = {});
 
+// One sequence's sampling parameters and random stream. Many sequences can share one Sampler's
+// scratch (one per thread) by passing their own state.
+struct SamplerState {
+  explicit SamplerState(const SamplingParams& p);
+  void reset(uint64_t seed);  // kRandomSeed => a fresh random seed
+  SamplingParams params;
+  std::mt19937_64 rng;
+};
+
 class Sampler {
  public:
+  // Scratch for an n_vocab vocabulary (allocated here, once).
+  explicit Sampler(int32_t n_vocab);
+  // Scratch plus a state of its own, for sample(logits, history).
   Sampler(const SamplingParams& p, int32_t n_vocab);
 
   // Picks the next token from `logits` (n_vocab floats). `history` holds the tokens so far (the
   // caller decides whether the prompt counts); only its last repeat_last_n entries are read, and
   // ids outside [0, n_vocab) are ignored. NaN logits count as -inf. If every logit is -inf the
   // result is the first token.
-  int32_t sample(const float* logits, const std::vector<int32_t>& history);
+  int32_t sample(SamplerState& state, const float* logits, const std::vector<int32_t>& history);
+  int32_t sample(const float* logits, const std::vector<int32_t>& history) { return sample(own_, logits, history); }
 
-  // Restart the random stream (kRandomSeed => a fresh random seed).
-  void reset(uint64_t seed);
+  // Restart the own state's random stream (kRandomSeed => a fresh random seed).
+  void reset(uint64_t seed) { own_.reset(seed); }
 
-  const SamplingParams& params() const { return params_; }
+  const SamplingParams& params() const { return own_.params; }
   int32_t n_vocab() const { return n_vocab_; }
 
  private:
@@ -77,13 +74,13 @@ class Sampler {
   int32_t draw(size_t n);
   double uniform01();
 
-  SamplingParams params_;
+  SamplerState own_;
+  SamplerState* st_ = nullptr;   // the state of the sample() call in progress
   int32_t n_vocab_;
   std::vector<float> work_;      // (n_vocab) sanitized, penalized logits, indexed by id
   std::vector<Candidate> cand_;  // (n_vocab) candidates; only the top k of them with top-k on
   std::vector<int32_t> counts_;  // (n_vocab) occurrences in the penalty window; all zero between calls
   std::vector<float> weights_;   // (n_vocab) unnormalized probabilities for the draw
-  std::mt19937_64 rng_;
 };
 
 // Index of the largest of n logits (the first one on ties). NaN logits are skipped; if every

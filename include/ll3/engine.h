@@ -1,0 +1,126 @@
+// The serving engine: many requests at once on one model, one thread pool and one paged KV
+// cache. Requests are queued, admitted by priority and arrival, and run together in steps
+// (continuous batching): each step computes the next token of every running sequence plus
+// chunks of waiting prompts, reading the weights once. Full KV blocks are named by a hash of
+// their tokens and shared between requests (prefix cache); a session keeps a conversation's KV
+// pinned, and with a session directory, across restarts.
+//
+// Thread safety: every method may be called from any thread. Callbacks run on the engine's own
+// thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ll3/request.h"
+#include "ll3/status.h"
+
+namespace ll3 {
+
+// A loaded checkpoint and its tokenizer, shareable by several engines.
+class Model {
+ public:
+  struct Impl;
+  // path: a .gguf file or a Hugging Face directory. row_layout: keep the matrices as the file
+  // has them (no repacking into decode panels).
+  static Result<std::shared_ptr<const Model>> load(const std::string& path, bool row_layout = false);
+  explicit Model(std::unique_ptr<Impl> impl);
+  ~Model();
+  const Impl& impl() const { return *impl_; }
+
+  std::string name() const;      // general.name, else the file name
+  int64_t context_length() const;
+  int64_t n_vocab() const;
+  // Tokenizer access for frontends (chat templates, /tokenize).
+  std::vector<int32_t> encode(const std::string& text, bool add_bos, bool parse_special) const;
+  std::string decode(const std::vector<int32_t>& tokens) const;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+enum class KvType { kF16, kF32, kQ8_0 };
+
+struct EngineOptions {
+  int threads = 0;               // 0: all cores
+  // The KV pool, shared by all sequences: kv_memory bytes, else ctx tokens, else
+  // min(model context, 16384) tokens.
+  int64_t kv_memory = 0;
+  int64_t ctx = 0;
+  KvType kv_type = KvType::kF16;
+  int64_t block_size = 16;       // positions per KV block
+  int64_t max_seqs = 64;         // sequences running at once
+  int64_t batch_tokens = 256;    // tokens per step (decode rows + prompt chunks)
+  double batch_wait_ms = 2;      // an idle engine waits this long to gather arrivals into one step
+  int64_t max_queue = 1024;      // waiting requests beyond this are rejected
+  bool prefix_cache = true;
+  // Sessions: pinned KV within session_memory bytes (0: a quarter of the pool); with
+  // session_dir, saved when the engine is idle and at shutdown, and restored on demand.
+  int64_t session_memory = 0;
+  std::string session_dir;
+  // Quantized weights: 8-bit activations and integer dot products (llama.cpp's arithmetic), or
+  // float activations. amx_prompts: AMX bf16 tiles for prompts where present (another answer).
+  bool int8_activations = true;
+  bool amx_prompts = false;
+};
+
+struct EngineStats {
+  int64_t requests_running = 0, requests_waiting = 0;
+  int64_t requests_finished = 0, requests_rejected = 0;
+  int64_t prompt_tokens = 0;       // prompt tokens of admitted requests
+  int64_t prompt_tokens_cached = 0;  // of which came from the prefix cache or a session
+  int64_t prompt_tokens_computed = 0;  // prompt tokens run through the model (recomputes included)
+  int64_t generated_tokens = 0;
+  int64_t preemptions = 0;
+  int64_t steps = 0;
+  int64_t kv_blocks = 0, kv_blocks_used = 0, kv_blocks_cached = 0;
+  int64_t block_size = 0;
+  int64_t sessions = 0, session_blocks = 0;
+  int64_t sessions_saved = 0, sessions_restored = 0, session_files_rejected = 0;
+  int64_t max_seq_tokens = 0;  // the longest sequence (prompt + generation) a request may have
+};
+
+using RequestId = uint64_t;
+
+class Engine {
+ public:
+  struct Impl;
+  static Result<std::unique_ptr<Engine>> create(const std::string& model_path, const EngineOptions& options);
+  static Result<std::unique_ptr<Engine>> create(std::shared_ptr<const Model> model, const EngineOptions& options);
+  // Cancels what is still running, saves sessions (with session_dir) and joins the thread.
+  ~Engine();
+
+  // Queues a request and returns at once. Fails without queueing (and without calling any
+  // callback) when the request is invalid, can never fit the context or the KV pool (the
+  // numbers in the message), or the queue is full.
+  Result<RequestId> submit(Request request);
+  // Stops a queued or running request: its on_finish runs with kCancelled and its KV blocks are
+  // freed within one step. False if the id is unknown or already finished.
+  bool cancel(RequestId id);
+
+  // Runs a request to its end on the calling thread's behalf: the generated text and tokens.
+  struct Completion {
+    std::string text;
+    std::vector<int32_t> tokens;
+    std::vector<TokenEvent> events;
+    FinishInfo finish;
+  };
+  Result<Completion> generate(Request request);
+
+  // Waits until no request is queued or running (e.g. before reading stats in a test).
+  void wait_idle();
+  // Saves every session with unsaved KV now (session_dir); the engine does so on idle anyway.
+  Status save_sessions();
+
+  EngineStats stats() const;
+  const Model& model() const;
+  const EngineOptions& options() const;
+
+ private:
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ll3

@@ -1,0 +1,184 @@
+#include "engine/session_store.h"
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "core/mmap_file.h"
+#include "io/session_file.h"
+
+namespace ll3 {
+
+SessionStore::SessionStore(BlockPool& pool, KvCache& kv, uint64_t model_id, int64_t max_blocks, std::string dir)
+    : pool_(pool), kv_(kv), model_id_(model_id), max_blocks_(max_blocks), dir_(std::move(dir)) {}
+
+SessionStore::~SessionStore() {
+  while (!entries_.empty()) unpin(entries_.size() - 1);
+}
+
+size_t SessionStore::row_bytes() const {
+  return static_cast<size_t>(static_cast<const uint8_t*>(kv_.k_row(0, 0, 1)) -
+                             static_cast<const uint8_t*>(kv_.k_row(0, 0, 0)));
+}
+
+std::string SessionStore::path_for(const std::string& id) const {
+  // The id is the client's text: the file name is a hash of it, never the id itself.
+  char name[40];
+  std::snprintf(name, sizeof(name), "%016llx%016llx.ll3s",
+                static_cast<unsigned long long>(checksum64(id.data(), id.size(), 1)),
+                static_cast<unsigned long long>(checksum64(id.data(), id.size(), 2)));
+  return (std::filesystem::path(dir_) / name).string();
+}
+
+size_t SessionStore::find(const std::string& id) const {
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    if (entries_[i].id == id) return i;
+  }
+  return entries_.size();
+}
+
+bool SessionStore::in_memory(const std::string& id) const { return find(id) < entries_.size(); }
+
+int64_t SessionStore::pinned_blocks() const {
+  int64_t n = 0;
+  for (const Entry& e : entries_) n += static_cast<int64_t>(e.blocks.size());
+  return n;
+}
+
+bool SessionStore::has_unsaved() const {
+  if (dir_.empty()) return false;
+  for (const Entry& e : entries_) {
+    if (e.dirty) return true;
+  }
+  return false;
+}
+
+void SessionStore::unpin(size_t i) {
+  for (auto it = entries_[i].blocks.rbegin(); it != entries_[i].blocks.rend(); ++it) pool_.release(*it);
+  entries_.erase(entries_.begin() + static_cast<ptrdiff_t>(i));
+}
+
+void SessionStore::pin(const std::string& id, std::span<const int32_t> tokens, std::span<const int32_t> blocks) {
+  for (int32_t b : blocks) pool_.retain(b);
+  const size_t i = find(id);
+  if (i == entries_.size()) entries_.push_back(Entry{id, {}, {}, 0, false});
+  Entry& e = entries_[i];
+  for (auto it = e.blocks.rbegin(); it != e.blocks.rend(); ++it) pool_.release(*it);
+  e.tokens.assign(tokens.begin(), tokens.end());
+  e.blocks.assign(blocks.begin(), blocks.end());
+  e.last_used = ++clock_;
+  e.dirty = true;
+  while (pinned_blocks() > max_blocks_ && evict_one()) {
+  }
+}
+
+bool SessionStore::evict_one() {
+  if (entries_.empty()) return false;
+  size_t lru = 0;
+  for (size_t i = 1; i < entries_.size(); ++i) {
+    if (entries_[i].last_used < entries_[lru].last_used) lru = i;
+  }
+  if (entries_[lru].dirty && !dir_.empty()) {
+    Status st = save(entries_[lru]);
+    if (!st.ok()) std::fprintf(stderr, "ll3: session %s: %s\n", entries_[lru].id.c_str(), st.message().c_str());
+  }
+  unpin(lru);
+  return true;
+}
+
+Status SessionStore::save(Entry& e) {
+  const KvCacheConfig& c = kv_.config();
+  SessionFileHeader h;
+  h.model_id = model_id_;
+  h.kv_type = static_cast<uint32_t>(c.type);
+  h.n_layers = static_cast<uint32_t>(c.n_layers);
+  h.n_kv_heads = static_cast<uint32_t>(c.n_kv_heads);
+  h.head_dim = static_cast<uint32_t>(c.head_dim);
+  h.row_bytes = row_bytes();
+  h.id = e.id;
+  h.tokens = e.tokens;
+  const int64_t bs = c.block_size;
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  Status st = write_session_file(path_for(e.id), h, [&](uint32_t layer, bool is_v, int64_t p) -> const void* {
+    const int32_t b = e.blocks[static_cast<size_t>(p / bs)];
+    return is_v ? kv_.v_row(layer, b, p % bs) : kv_.k_row(layer, b, p % bs);
+  });
+  if (st.ok()) {
+    e.dirty = false;
+    ++saved;
+  }
+  return st;
+}
+
+Status SessionStore::save_all() {
+  Status first;
+  if (dir_.empty()) return first;
+  for (Entry& e : entries_) {
+    if (!e.dirty) continue;
+    Status st = save(e);
+    if (!st.ok() && first.ok()) first = st.with_context("session " + e.id + ": ");
+  }
+  return first;
+}
+
+Status SessionStore::restore(const std::string& id) {
+  if (dir_.empty() || in_memory(id)) return Status();
+  const std::string path = path_for(id);
+  if (!std::filesystem::exists(path)) return Status();
+  auto reject = [&](const std::string& why) {
+    ++rejected;
+    return Status::error("session file " + path + " rejected: " + why);
+  };
+  Result<MmapFile> f = MmapFile::open(path);
+  if (!f.ok()) return reject(f.message());
+  Result<ParsedSessionFile> pf = parse_session_file(std::span<const uint8_t>(f->data(), f->size()));
+  if (!pf.ok()) return reject(pf.message());
+  const SessionFileHeader& h = pf->header;
+  const KvCacheConfig& c = kv_.config();
+  if (h.id != id) return reject("it holds session \"" + h.id + "\"");
+  if (h.model_id != model_id_) return reject("it was made with another model");
+  if (h.kv_type != static_cast<uint32_t>(c.type) || h.row_bytes != row_bytes()) {
+    return reject(strprintf("its KV type is %s, this engine's is %s",
+                            std::string(dtype_name(static_cast<DType>(h.kv_type))).c_str(),
+                            std::string(dtype_name(c.type)).c_str()));
+  }
+  if (h.n_layers != c.n_layers || h.n_kv_heads != c.n_kv_heads || h.head_dim != c.head_dim) {
+    return reject("its KV shape does not match the model");
+  }
+  const int64_t n = static_cast<int64_t>(h.tokens.size());
+  const int64_t bs = c.block_size;
+  const int64_t need = (n + bs - 1) / bs;
+  if (n == 0) return Status();
+  if (need > max_blocks_ || need > pool_.available()) {
+    return Status::errorf("session %s: %lld tokens do not fit the free KV blocks now; recomputing", id.c_str(),
+                          static_cast<long long>(n));
+  }
+  Entry e{id, h.tokens, {}, ++clock_, false};
+  for (int64_t i = 0; i < need; ++i) e.blocks.push_back(pool_.allocate());
+  const uint8_t* payload = f->data() + pf->payload_offset;
+  const size_t rb = static_cast<size_t>(h.row_bytes);
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const uint8_t* k = payload + static_cast<size_t>(2 * l) * n * rb;
+    const uint8_t* v = k + static_cast<size_t>(n) * rb;
+    for (int64_t p = 0; p < n; ++p) {
+      const int32_t b = e.blocks[static_cast<size_t>(p / bs)];
+      std::memcpy(kv_.k_row(l, b, p % bs), k + p * rb, rb);
+      std::memcpy(kv_.v_row(l, b, p % bs), v + p * rb, rb);
+    }
+  }
+  // Name the blocks, so the session's next request finds them through the prefix cache.
+  uint64_t chain = pool_.root_hash();
+  for (int64_t i = 0; i < need; ++i) {
+    const int64_t len = std::min(bs, n - i * bs);
+    chain = pool_.name(e.blocks[static_cast<size_t>(i)], chain,
+                       std::span<const int32_t>(e.tokens).subspan(static_cast<size_t>(i * bs), static_cast<size_t>(len)));
+  }
+  entries_.push_back(std::move(e));
+  ++restored;
+  while (pinned_blocks() > max_blocks_ && entries_.size() > 1 && evict_one()) {
+  }
+  return Status();
+}
+
+}  // namespace ll3

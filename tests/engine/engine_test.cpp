@@ -1,0 +1,441 @@
+// The serving engine on a real model file: many requests at once give exactly what each gives
+// alone (every KV type, with preemption, with the prefix cache), cancellation at any stage
+// frees every block, sessions survive a new engine and a reloaded model, bad session files are
+// rejected and recomputed, and the queue and context limits answer at submit.
+#include "ll3/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <random>
+
+#include "test_support.h"
+
+namespace ll3 {
+namespace {
+
+std::string model_path() { return test::shared_dir() + "/models/small-llama31-q4_k_m.gguf"; }
+
+std::shared_ptr<const Model> shared_model() {
+  static std::shared_ptr<const Model> m = [] {
+    Result<std::shared_ptr<const Model>> r = Model::load(model_path());
+    return r.ok() ? r.value() : nullptr;
+  }();
+  return m;
+}
+
+#define REQUIRE_MODEL()                        \
+  LL3_REQUIRE_SHARED();                        \
+  ASSERT_NE(shared_model(), nullptr) << model_path()
+
+std::vector<int32_t> random_prompt(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t = {128000};  // <|begin_of_text|>
+  while (static_cast<int>(t.size()) < n) t.push_back(static_cast<int32_t>(rng() % 120000));
+  return t;
+}
+
+Request greedy(std::vector<int32_t> prompt, int64_t max_tokens) {
+  Request r;
+  r.tokens = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.sampling.temperature = 0;
+  r.ignore_eos = true;
+  return r;
+}
+
+std::unique_ptr<Engine> make(const EngineOptions& o) {
+  Result<std::unique_ptr<Engine>> e = Engine::create(shared_model(), o);
+  EXPECT_TRUE(e.ok()) << e.message();
+  return e.ok() ? std::move(e.value()) : nullptr;
+}
+
+// Submits every request at once and waits for all of them.
+std::vector<Engine::Completion> run_all(Engine& e, std::vector<Request> reqs) {
+  std::vector<std::future<Result<Engine::Completion>>> f;
+  for (Request& r : reqs) f.push_back(std::async(std::launch::async, [&e, r]() mutable { return e.generate(std::move(r)); }));
+  std::vector<Engine::Completion> out;
+  for (auto& x : f) {
+    Result<Engine::Completion> c = x.get();
+    EXPECT_TRUE(c.ok()) << c.message();
+    out.push_back(c.ok() ? std::move(c.value()) : Engine::Completion{});
+  }
+  return out;
+}
+
+// 16 requests: prompts of 5..80 tokens, half greedy, half sampled with a seed.
+std::vector<Request> sixteen_requests(int64_t max_tokens) {
+  std::vector<Request> reqs;
+  for (int i = 0; i < 16; ++i) {
+    Request r = greedy(random_prompt(5 + i * 5, 100 + i), max_tokens);
+    if (i % 2 == 1) {
+      r.sampling.temperature = 0.9f;
+      r.sampling.seed = 1000 + i;
+    }
+    reqs.push_back(std::move(r));
+  }
+  return reqs;
+}
+
+std::vector<std::vector<int32_t>> solo_results(const std::vector<Request>& reqs, KvType kv) {
+  EngineOptions o;
+  o.kv_type = kv;
+  o.max_seqs = 1;
+  o.prefix_cache = false;
+  std::unique_ptr<Engine> e = make(o);
+  std::vector<std::vector<int32_t>> out;
+  for (const Request& r : reqs) {
+    Result<Engine::Completion> c = e->generate(r);
+    EXPECT_TRUE(c.ok()) << c.message();
+    out.push_back(c.ok() ? c->tokens : std::vector<int32_t>{});
+  }
+  return out;
+}
+
+class EngineKvTypes : public ::testing::TestWithParam<KvType> {};
+
+TEST_P(EngineKvTypes, SixteenConcurrentRequestsGiveTheirSoloResults) {
+  REQUIRE_MODEL();
+  const std::vector<Request> reqs = sixteen_requests(12);
+  const auto solo = solo_results(reqs, GetParam());
+  EngineOptions o;
+  o.kv_type = GetParam();
+  o.max_seqs = 16;
+  o.batch_tokens = 64;  // prompts are chunked and batched with decodes
+  std::unique_ptr<Engine> e = make(o);
+  std::vector<Engine::Completion> got = run_all(*e, reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, solo[i]) << "request " << i;
+    EXPECT_EQ(got[i].finish.reason, FinishReason::kLength);
+    EXPECT_EQ(got[i].finish.completion_tokens, 12);
+  }
+  e->wait_idle();
+  EngineStats st = e->stats();
+  EXPECT_EQ(st.kv_blocks_used, 0);
+  EXPECT_EQ(st.requests_finished, 16);
+  EXPECT_EQ(st.generated_tokens, 16 * 12);
+  EXPECT_LT(st.steps, 16 * 12);  // batched: fewer steps than tokens
+}
+
+INSTANTIATE_TEST_SUITE_P(Kv, EngineKvTypes, ::testing::Values(KvType::kF16, KvType::kF32),
+                         [](const auto& info) { return info.param == KvType::kF16 ? "F16" : "F32"; });
+
+TEST(Engine, APoolTooSmallForAllPreemptsAndStillGivesTheSoloResults) {
+  REQUIRE_MODEL();
+  std::vector<Request> reqs;
+  for (int i = 0; i < 6; ++i) reqs.push_back(greedy(random_prompt(20 + 3 * i, 300 + i), 40));
+  const auto solo = solo_results(reqs, KvType::kF16);
+  EngineOptions o;
+  o.ctx = 160;  // 10 blocks of 16; each request needs 4
+  o.max_seqs = 6;
+  std::unique_ptr<Engine> e = make(o);
+  std::vector<Engine::Completion> got = run_all(*e, reqs);
+  int64_t preempted = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, solo[i]) << "request " << i;
+    preempted += got[i].finish.preemptions;
+  }
+  e->wait_idle();
+  EXPECT_GT(e->stats().preemptions, 0);
+  EXPECT_EQ(e->stats().preemptions, preempted);
+  EXPECT_EQ(e->stats().kv_blocks_used, 0);
+}
+
+TEST(Engine, ACachedPrefixIsReusedAndGivesTheSameTokens) {
+  REQUIRE_MODEL();
+  const std::vector<int32_t> p = random_prompt(70, 9);
+  std::vector<int32_t> p2 = p;
+  for (int32_t t : random_prompt(9, 10)) p2.push_back(t);
+  const auto solo = solo_results({greedy(p2, 10)}, KvType::kF16);
+  std::unique_ptr<Engine> e = make(EngineOptions{});
+  Result<Engine::Completion> a = e->generate(greedy(p, 5));
+  ASSERT_TRUE(a.ok()) << a.message();
+  EXPECT_EQ(a->finish.cached_tokens, 0);
+  Result<Engine::Completion> b = e->generate(greedy(p2, 10));
+  ASSERT_TRUE(b.ok()) << b.message();
+  EXPECT_EQ(b->finish.cached_tokens, 70);  // 4 full blocks and 6 positions copied from the 5th
+  EXPECT_EQ(b->tokens, solo[0]);
+  // Resending a conversation: prompt + reply + more costs only the new tokens.
+  std::vector<int32_t> p3 = p2;
+  p3.insert(p3.end(), b->tokens.begin(), b->tokens.end());
+  p3.push_back(128009);
+  Result<Engine::Completion> c = e->generate(greedy(p3, 3));
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->finish.cached_tokens, static_cast<int64_t>(p2.size() + b->tokens.size() - 1));
+  e->wait_idle();
+  EngineStats st = e->stats();
+  EXPECT_EQ(st.prompt_tokens_cached, 70 + c->finish.cached_tokens);
+  EXPECT_EQ(st.kv_blocks_used, 0);
+  EXPECT_GT(st.kv_blocks_cached, 0);
+}
+
+TEST(Engine, CancellingQueuedPrefillingOrDecodingRequestsFreesEveryBlock) {
+  REQUIRE_MODEL();
+  EngineOptions o;
+  o.max_seqs = 2;
+  o.batch_tokens = 32;
+  o.prefix_cache = false;
+  std::unique_ptr<Engine> e = make(o);
+  std::promise<FinishInfo> long_done, queued_done, short_done;
+  RequestId long_id = 0, queued_id = 0;
+  // A blocker holds the engine in its first callback while the three others are queued, so
+  // that they start together: the short one first (priority), the long one beside it, and the
+  // third waits (max_seqs 2). The short one cancels the queued one at its second token and the
+  // long one (still prefilling 600 tokens in chunks of at most 31) at its third; it stops itself
+  // at its fifth by returning false.
+  std::promise<void> blocked, release;
+  Request blocker = greedy(random_prompt(4, 9), 5);
+  blocker.on_token = [&](const TokenEvent&) {
+    blocked.set_value();
+    release.get_future().wait();
+    return false;
+  };
+  ASSERT_TRUE(e->submit(std::move(blocker)).ok());
+  blocked.get_future().wait();
+  Request lng = greedy(random_prompt(600, 1), 5);
+  lng.on_finish = [&](const FinishInfo& f) { long_done.set_value(f); };
+  Request queued = greedy(random_prompt(30, 2), 5);
+  queued.on_finish = [&](const FinishInfo& f) { queued_done.set_value(f); };
+  Request shrt = greedy(random_prompt(8, 3), 50);
+  shrt.priority = 1;
+  shrt.on_token = [&](const TokenEvent& ev) {
+    if (ev.index == 1) EXPECT_TRUE(e->cancel(queued_id));
+    if (ev.index == 2) EXPECT_TRUE(e->cancel(long_id));
+    return ev.index < 4;
+  };
+  shrt.on_finish = [&](const FinishInfo& f) { short_done.set_value(f); };
+  long_id = e->submit(std::move(lng)).value();
+  queued_id = e->submit(std::move(queued)).value();
+  ASSERT_TRUE(e->submit(std::move(shrt)).ok());
+  release.set_value();
+  FinishInfo sf = short_done.get_future().get();
+  EXPECT_EQ(sf.reason, FinishReason::kCancelled);
+  EXPECT_EQ(sf.completion_tokens, 5);
+  FinishInfo lf = long_done.get_future().get();
+  EXPECT_EQ(lf.reason, FinishReason::kCancelled);
+  EXPECT_EQ(lf.completion_tokens, 0);
+  FinishInfo qf = queued_done.get_future().get();
+  EXPECT_EQ(qf.reason, FinishReason::kCancelled);
+  EXPECT_EQ(qf.completion_tokens, 0);
+  EXPECT_EQ(qf.queued_seconds, qf.total_seconds);  // never scheduled
+  e->wait_idle();
+  EXPECT_FALSE(e->cancel(long_id));  // finished
+  EngineStats st = e->stats();
+  EXPECT_EQ(st.kv_blocks_used, 0);
+  EXPECT_EQ(st.kv_blocks_cached, 0);
+  EXPECT_EQ(st.requests_running, 0);
+  EXPECT_EQ(st.requests_waiting, 0);
+}
+
+TEST(Engine, RejectsAtSubmitWhatCanNeverRunOrDoesNotFitTheQueue) {
+  REQUIRE_MODEL();
+  EngineOptions o;
+  o.ctx = 256;
+  o.max_seqs = 1;
+  o.max_queue = 2;
+  std::unique_ptr<Engine> e = make(o);
+  Result<RequestId> r = e->submit(greedy(random_prompt(200, 4), 100));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kTooLong);
+  EXPECT_NE(r.message().find("200"), std::string::npos) << r.message();
+  EXPECT_NE(r.message().find("256"), std::string::npos) << r.message();
+  Request bad = greedy(random_prompt(10, 4), 5);
+  bad.sampling.temperature = std::nanf("");
+  EXPECT_EQ(e->submit(bad).status().code(), StatusCode::kInvalid);
+  Request bad_id = greedy({5, 999999}, 5);
+  EXPECT_EQ(e->submit(bad_id).status().code(), StatusCode::kInvalid);
+  EXPECT_EQ(e->submit(greedy({}, 5)).status().code(), StatusCode::kInvalid);
+
+  // One request runs (blocked in its callback), two wait, the next is turned away.
+  std::promise<void> started, release;
+  std::shared_future<void> go = release.get_future().share();
+  Request first = greedy(random_prompt(10, 5), 3);
+  std::atomic<bool> once{false};
+  first.on_token = [&](const TokenEvent&) {
+    if (!once.exchange(true)) {
+      started.set_value();
+      go.wait();
+    }
+    return true;
+  };
+  ASSERT_TRUE(e->submit(std::move(first)).ok());
+  started.get_future().wait();
+  ASSERT_TRUE(e->submit(greedy(random_prompt(10, 6), 2)).ok());
+  ASSERT_TRUE(e->submit(greedy(random_prompt(10, 7), 2)).ok());
+  Result<RequestId> full = e->submit(greedy(random_prompt(10, 8), 2));
+  ASSERT_FALSE(full.ok());
+  EXPECT_EQ(full.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(full.message().find("queue is full"), std::string::npos);
+  release.set_value();
+  e->wait_idle();
+  EXPECT_EQ(e->stats().requests_finished, 3);
+  EXPECT_EQ(e->stats().requests_rejected, 1);
+}
+
+TEST(Engine, StopStringsAndLogprobs) {
+  REQUIRE_MODEL();
+  std::unique_ptr<Engine> e = make(EngineOptions{});
+  Request r = greedy(random_prompt(12, 21), 16);
+  r.top_logprobs = 3;
+  r.logprobs = true;
+  Result<Engine::Completion> full = e->generate(r);
+  ASSERT_TRUE(full.ok());
+  ASSERT_EQ(full->events.size(), 16u);
+  for (const TokenEvent& ev : full->events) {
+    ASSERT_EQ(ev.top_logprobs.size(), 3u);
+    EXPECT_EQ(ev.top_logprobs[0].token, ev.token);  // greedy: the best token
+    EXPECT_FLOAT_EQ(ev.top_logprobs[0].logprob, ev.logprob);
+    EXPECT_LE(ev.logprob, 0.0f);
+    EXPECT_GE(ev.top_logprobs[0].logprob, ev.top_logprobs[1].logprob);
+    EXPECT_GE(ev.top_logprobs[1].logprob, ev.top_logprobs[2].logprob);
+  }
+  // A stop string cut from the middle of the text ends generation there, unprinted.
+  ASSERT_GT(full->text.size(), 12u);
+  const std::string stop = full->text.substr(full->text.size() / 2, 3);
+  r.stop = {stop};
+  Result<Engine::Completion> cut = e->generate(r);
+  ASSERT_TRUE(cut.ok());
+  EXPECT_EQ(cut->finish.reason, FinishReason::kStop);
+  EXPECT_EQ(cut->finish.stop_string, stop);
+  EXPECT_EQ(cut->text, full->text.substr(0, full->text.find(stop)));
+}
+
+// --- sessions ----------------------------------------------------------------------------
+
+struct SessionRun {
+  std::vector<int32_t> turn2_tokens;
+  FinishInfo turn2;
+  EngineStats stats;
+};
+
+TEST(Engine, ASessionContinuesAfterARestartWithoutRecomputingItsPrompt) {
+  REQUIRE_MODEL();
+  const std::string dir = test::temp_dir() + "/sessions";
+  const std::vector<int32_t> p1 = random_prompt(50, 31);
+  std::vector<int32_t> turn1_out;
+  {
+    EngineOptions o;
+    o.session_dir = dir;
+    std::unique_ptr<Engine> e = make(o);
+    Request r = greedy(p1, 20);
+    r.session_id = "conversation 1/../x";  // any text: the file name is a hash of it
+    Result<Engine::Completion> c = e->generate(r);
+    ASSERT_TRUE(c.ok());
+    turn1_out = c->tokens;
+  }  // shutdown saves the session
+  ASSERT_EQ(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator{}), 1);
+  std::vector<int32_t> p2 = p1;
+  p2.insert(p2.end(), turn1_out.begin(), turn1_out.end());
+  for (int32_t t : random_prompt(7, 32)) p2.push_back(t);
+  const auto expect = solo_results({greedy(p2, 15)}, KvType::kF16);
+
+  // A new engine on a model loaded again: nothing shared with the first but the directory.
+  Result<std::shared_ptr<const Model>> m2 = Model::load(model_path());
+  ASSERT_TRUE(m2.ok());
+  EngineOptions o;
+  o.session_dir = dir;
+  Result<std::unique_ptr<Engine>> e2 = Engine::create(m2.value(), o);
+  ASSERT_TRUE(e2.ok());
+  Request r2 = greedy(p2, 15);
+  r2.session_id = "conversation 1/../x";
+  Result<Engine::Completion> c2 = (*e2)->generate(r2);
+  ASSERT_TRUE(c2.ok());
+  EXPECT_EQ(c2->tokens, expect[0]);
+  EXPECT_EQ(c2->finish.cached_tokens, static_cast<int64_t>(p1.size() + turn1_out.size() - 1));
+  EXPECT_EQ(c2->finish.session_warning, "");
+  (*e2)->wait_idle();
+  EngineStats st = (*e2)->stats();
+  EXPECT_EQ(st.sessions_restored, 1);
+  // Only the new tokens and the last reply token were computed.
+  EXPECT_EQ(st.prompt_tokens_computed, 7 + 1);
+}
+
+// Saves a session of `model` in dir and returns its file.
+std::string save_one(const std::string& dir, const std::vector<int32_t>& prompt, const std::string& id) {
+  EngineOptions o;
+  o.session_dir = dir;
+  std::unique_ptr<Engine> e = make(o);
+  Request r = greedy(prompt, 4);
+  r.session_id = id;
+  EXPECT_TRUE(e->generate(r).ok());
+  EXPECT_TRUE(e->save_sessions().ok());
+  for (auto& f : std::filesystem::directory_iterator(dir)) return f.path().string();
+  return "";
+}
+
+TEST(Engine, CorruptTruncatedOrForeignSessionFilesAreRejectedAndRecomputed) {
+  REQUIRE_MODEL();
+  const std::vector<int32_t> p = random_prompt(40, 41);
+  std::vector<int32_t> p2 = p;
+  for (int32_t t : random_prompt(5, 42)) p2.push_back(t);
+  const auto expect = solo_results({greedy(p2, 6)}, KvType::kF16);
+  const std::string good_dir = test::temp_dir() + "/good";
+  const std::string good = save_one(good_dir, p, "s");
+  ASSERT_FALSE(good.empty());
+  const std::string bytes = test::read_file(good);
+
+  struct Case {
+    const char* name;
+    std::string data;
+    const char* why;
+  };
+  std::string flipped = bytes;
+  flipped[flipped.size() / 2] ^= 0x10;
+  std::string foreign_kv;  // the same session saved with an F32 cache
+  {
+    const std::string d = test::temp_dir() + "/f32";
+    EngineOptions o;
+    o.session_dir = d;
+    o.kv_type = KvType::kF32;
+    std::unique_ptr<Engine> e = make(o);
+    Request r = greedy(p, 4);
+    r.session_id = "s";
+    ASSERT_TRUE(e->generate(r).ok());
+    ASSERT_TRUE(e->save_sessions().ok());
+    for (auto& f : std::filesystem::directory_iterator(d)) foreign_kv = test::read_file(f.path().string());
+  }
+  std::string foreign_model;  // a session of another model (the tiny F32 file)
+  {
+    const std::string d = test::temp_dir() + "/tiny";
+    EngineOptions o;
+    o.session_dir = d;
+    Result<std::unique_ptr<Engine>> e = Engine::create(test::shared_dir() + "/models/tiny-llama3-f32.gguf", o);
+    ASSERT_TRUE(e.ok()) << e.message();
+    Request r = greedy(p, 4);
+    r.session_id = "s";
+    ASSERT_TRUE((*e)->generate(r).ok());
+    ASSERT_TRUE((*e)->save_sessions().ok());
+    for (auto& f : std::filesystem::directory_iterator(d)) foreign_model = test::read_file(f.path().string());
+  }
+  const std::vector<Case> cases = {
+      {"foreign model", foreign_model, "another model"},
+      {"truncated", bytes.substr(0, bytes.size() - 100), "checksum"},
+      {"flipped", flipped, "checksum"},
+      {"empty", "", "rejected"},
+      {"foreign kv type", foreign_kv, "KV type"},
+  };
+  for (const Case& c : cases) {
+    const std::string dir = test::temp_dir() + "/case-" + std::to_string(&c - cases.data());
+    std::filesystem::create_directories(dir);
+    test::write_file(dir + "/" + std::filesystem::path(good).filename().string(), c.data);
+    EngineOptions o;
+    o.session_dir = dir;
+    std::unique_ptr<Engine> e = make(o);
+    Request r = greedy(p2, 6);
+    r.session_id = "s";
+    Result<Engine::Completion> got = e->generate(r);
+    ASSERT_TRUE(got.ok()) << c.name;
+    EXPECT_EQ(got->tokens, expect[0]) << c.name;
+    EXPECT_EQ(got->finish.cached_tokens, 0) << c.name;
+    EXPECT_NE(got->finish.session_warning.find(c.why), std::string::npos) << c.name << ": " << got->finish.session_warning;
+    e->wait_idle();
+    EXPECT_EQ(e->stats().session_files_rejected, 1) << c.name;
+    EXPECT_EQ(e->stats().sessions_restored, 0) << c.name;
+  }
+}
+
+}  // namespace
+}  // namespace ll3

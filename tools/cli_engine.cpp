@@ -1,0 +1,100 @@
+// The engine's command-line flags, shared by run, chat, serve and bench --parallel.
+#include "cli_common.h"
+#include "engine/model_impl.h"
+#include "engine/sampler.h"
+
+namespace ll3::cli {
+
+void add_engine_flags(ArgParser& ap, EngineFlags* f, bool serving) {
+  ap.add_int({"-t", "--threads"}, "N", "threads (default: all cores)", &f->threads);
+  ap.add_int({"-c", "--ctx"}, "N", "KV cache size in tokens, shared by all sequences (default: min(model, 4096) "
+             "for run and chat, min(model, 16384) otherwise)", &f->ctx);
+  ap.add_int({"--kv-memory"}, "BYTES", "KV cache size in bytes (instead of --ctx)", &f->kv_memory);
+  ap.add_int({"-b", "--batch", "--batch-tokens"}, "N", "tokens per forward step: decode rows plus prompt chunks (default 256)",
+             &f->batch);
+  ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32, f16 or q8_0 (default f16)", &f->kv_type);
+  ap.add_flag({"--no-prefix-cache"}, "do not reuse the KV of earlier requests' prompts", &f->no_prefix_cache);
+  ap.add_flag({"--float-act"}, "keep activations in float for quantized weights (default: 8-bit)", &f->float_act);
+  add_amx_flag(ap, &f->amx_bf16);
+  add_load_flags(ap, &f->load);
+  if (!serving) return;
+  ap.add_int({"--max-seqs"}, "N", "sequences generating at once (default 64)", &f->max_seqs);
+  ap.add_int({"--max-queue"}, "N", "requests waiting beyond those are rejected (default 1024)", &f->max_queue);
+  ap.add_float({"--batch-wait-ms"}, "MS", "an idle engine waits this long to start arrivals together (default 2)",
+                 &f->batch_wait_ms);
+  ap.add_string({"--session-dir"}, "DIR", "save sessions here (on idle and at shutdown) and restore them on demand",
+                &f->session_dir);
+  ap.add_int({"--session-memory"}, "BYTES", "KV kept pinned for sessions (default: a quarter of the KV cache)",
+             &f->session_memory);
+}
+
+std::string finish_engine_flags(const EngineFlags& f, EngineOptions* o) {
+  Result<DType> kvt = parse_kv_type(f.kv_type);
+  if (!kvt.ok()) return kvt.message();
+  if (f.batch <= 0) return "--batch must be positive";
+  if (f.ctx < 0) return "--ctx must not be negative";
+  if (f.kv_memory < 0) return "--kv-memory must not be negative";
+  if (f.max_seqs <= 0) return "--max-seqs must be positive";
+  if (f.max_queue < 0) return "--max-queue must not be negative";
+  if (!(f.batch_wait_ms >= 0) || f.batch_wait_ms > 10000) return "--batch-wait-ms must be in 0..10000";
+  if (f.session_memory < 0) return "--session-memory must not be negative";
+  if (f.load.mmap && f.load.no_mmap) return "--mmap and --no-mmap exclude each other";
+  o->threads = f.threads;
+  o->ctx = f.ctx;
+  o->kv_memory = f.kv_memory;
+  o->batch_tokens = f.batch;
+  o->kv_type = kvt.value() == DType::F32 ? KvType::kF32 : kvt.value() == DType::Q8_0 ? KvType::kQ8_0 : KvType::kF16;
+  o->prefix_cache = !f.no_prefix_cache;
+  o->int8_activations = !f.float_act;
+  o->amx_prompts = f.amx_bf16;
+  o->max_seqs = f.max_seqs;
+  o->max_queue = f.max_queue;
+  o->batch_wait_ms = f.batch_wait_ms;
+  o->session_dir = f.session_dir;
+  o->session_memory = f.session_memory;
+  return "";
+}
+
+void add_generation_flags(ArgParser& ap, GenerationFlags* f) {
+  SamplingParams& s = f->req.sampling;
+  ap.add_int({"-n", "--max-tokens"}, "N", "tokens to generate (default 256; -1: until the context is full)",
+             &f->max_tokens);
+  ap.add_float({"--temp", "--temperature"}, "T", "sampling temperature; 0 = greedy (default 0.8)", &s.temperature);
+  ap.add_int({"--top-k"}, "K", "keep the K most likely tokens; 0 = off (default 40)", &s.top_k);
+  ap.add_float({"--top-p"}, "P", "nucleus sampling; 1 = off (default 0.95)", &s.top_p);
+  ap.add_float({"--min-p"}, "P", "drop tokens below P x the best one's probability; 0 = off (default 0.05)", &s.min_p);
+  ap.add_float({"--repeat-penalty"}, "X", "penalise repeated tokens; 1 = off (default 1.0)", &s.repeat_penalty);
+  ap.add_int({"--repeat-last-n"}, "N", "tokens the repeat penalty looks back over (default 64)", &s.repeat_last_n);
+  ap.add_float({"--presence-penalty"}, "X", "OpenAI-style presence penalty (default 0)", &s.presence_penalty);
+  ap.add_float({"--frequency-penalty"}, "X", "OpenAI-style frequency penalty (default 0)", &s.frequency_penalty);
+  ap.add_int({"-s", "--seed"}, "S", "random seed; same seed, same output (default: random)", &f->seed);
+  ap.add({"--stop"}, "TEXT", "stop when TEXT is generated (repeatable)", [f](const std::string& v) {
+    f->req.stop.push_back(v);
+    return std::string();
+  });
+  ap.add_flag({"--ignore-eos"}, "keep generating after end-of-generation tokens", &f->req.ignore_eos);
+  add_engine_flags(ap, &f->engine, false);
+}
+
+std::string finish_generation_flags(GenerationFlags* f, EngineOptions* o) {
+  if (f->seed < -1) return "--seed must be a non-negative integer";
+  if (f->max_tokens < -1) return "-n must be >= 0, or -1 for until the context is full";
+  SamplingFieldNames names;
+  names.temperature = "--temp";
+  names.top_p = "--top-p";
+  names.min_p = "--min-p";
+  names.repeat_penalty = "--repeat-penalty";
+  names.repeat_last_n = "--repeat-last-n";
+  names.presence_penalty = "--presence-penalty";
+  names.frequency_penalty = "--frequency-penalty";
+  if (Status st = validate(f->req.sampling, names); !st.ok()) return st.message();
+  f->req.sampling.seed = f->seed < 0 ? kRandomSeed : static_cast<uint64_t>(f->seed);
+  f->req.max_tokens = f->max_tokens;
+  return finish_engine_flags(f->engine, o);
+}
+
+Result<std::unique_ptr<Engine>> make_engine(LoadedModel&& lm, const EngineOptions& o) {
+  return Engine::create(make_model(std::move(lm.model), std::move(lm.tokenizer)), o);
+}
+
+}  // namespace ll3::cli
