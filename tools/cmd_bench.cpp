@@ -13,6 +13,7 @@
 #include <random>
 #include <thread>
 
+#include "bench_parallel.h"
 #include "cli_args.h"
 #include "cli_common.h"
 #include "commands.h"
@@ -148,6 +149,9 @@ BandwidthReads bandwidth(int threads, bool remeasure) {
 }
 
 int cmd_bench(int argc, char** argv) {
+  for (int i = 0; i < argc; ++i) {
+    if (std::string(argv[i]) == "--parallel") return bench_parallel(argc, argv);
+  }
   std::string model_path, kv_type = "f16";
   int n_prompt = 128, n_gen = 32, n_depth = 0, threads = 0, reps = 5;
   bool json = false, roofline = false;

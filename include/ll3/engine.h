@@ -9,6 +9,7 @@
 // thread.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -80,7 +81,13 @@ struct EngineStats {
   int64_t sessions = 0, session_blocks = 0;
   int64_t sessions_saved = 0, sessions_restored = 0, session_files_rejected = 0;
   int64_t max_seq_tokens = 0;  // the longest sequence (prompt + generation) a request may have
+  // Steps by how many tokens and how many sequences they ran: counts per bucket, bucket i
+  // holding sizes in (kStepBucketBounds[i-1], kStepBucketBounds[i]] (the last: above 1024).
+  static constexpr int kStepBuckets = 12;
+  std::array<int64_t, kStepBuckets> step_tokens{}, step_seqs{};
+  int64_t step_tokens_sum = 0, step_seqs_sum = 0;
 };
+inline constexpr std::array<double, EngineStats::kStepBuckets - 1> kStepBucketBounds = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
 
 using RequestId = uint64_t;
 

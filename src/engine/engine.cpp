@@ -452,6 +452,15 @@ void Engine::Impl::step() {
     std::lock_guard<std::mutex> lk(mu);
     ++stats.steps;
     stats.prompt_tokens_computed += prompt_computed;
+    auto bucket = [](int64_t n) {
+      size_t b = 0;
+      while (b < kStepBucketBounds.size() && static_cast<double>(n) > kStepBucketBounds[b]) ++b;
+      return b;
+    };
+    ++stats.step_tokens[bucket(st.n_tokens)];
+    ++stats.step_seqs[bucket(static_cast<int64_t>(st.items.size()))];
+    stats.step_tokens_sum += st.n_tokens;
+    stats.step_seqs_sum += static_cast<int64_t>(st.items.size());
   }
   sample_all();
   for (Seq* s : to_sample) {
