@@ -63,7 +63,12 @@ int64_t kv_bytes_per_token(const LlamaConfig& c, DType t) {
 // One request as the engine thread sees it.
 struct Seq {
   Seq(Request r, const Tokenizer& tok)
-      : req(std::move(r)), sampler(req.sampling), decoder(tok), stops(req.stop) {}
+      : req(std::move(r)), sampler(req.sampling), decoder(tok), stops(req.stop) {
+    // Room for any token's text up front: the per-token path then never allocates.
+    ev.piece.reserve(256);
+    ev.text.reserve(512);
+    decoded.reserve(256);
+  }
   SeqState st;
   Request req;
   SamplerState sampler;
@@ -74,6 +79,7 @@ struct Seq {
   bool done = false;
   int32_t sampled = -1;
   TokenEvent ev;
+  std::string decoded;  // this token's complete UTF-8 text (capacity reused)
   std::string session_warning;
 };
 
@@ -236,6 +242,11 @@ Result<RequestId> Engine::Impl::submit(Request r) {
   auto s = std::make_unique<Seq>(std::move(r), tok);
   s->st.tokens = std::move(s->req.tokens);
   s->st.n_prompt = n;
+  // The token list and the block table reach their longest here: reserved now, so that
+  // generating never reallocates them.
+  const int64_t max_len = s->req.max_tokens >= 0 ? n + s->req.max_tokens : max_seq_tokens;
+  s->st.tokens.reserve(static_cast<size_t>(max_len));
+  s->st.blocks.reserve(static_cast<size_t>((max_len + stats.block_size - 1) / stats.block_size));
   s->st.priority = s->req.priority;
   s->t_submit = now();
   std::lock_guard<std::mutex> lk(mu);
@@ -363,7 +374,8 @@ void Engine::Impl::handle_token(Seq* s) {
   s->ev.index = s->n_generated - 1;
   s->ev.token = t;
   s->ev.piece.assign(tok.piece(t));
-  StopStringMatcher::Step sp = s->stops.feed(s->decoder.push(t));
+  s->decoder.push(t, &s->decoded);
+  StopStringMatcher::Step sp = s->stops.feed(s->decoded);
   s->ev.text.assign(sp.emit);
   s->ev.seconds = tn - s->t_submit;
   const bool keep = !s->req.on_token || s->req.on_token(s->ev);

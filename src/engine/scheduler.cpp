@@ -91,7 +91,7 @@ bool Scheduler::admit(SeqState* s, int64_t budget, int64_t* n_tokens) {
   if (opt_.prefix_cache && s->blocks.empty()) {
     // At least the last known token is computed: its logits give the next token.
     BlockPool::Match m = pool_.lookup(s->tokens, static_cast<int64_t>(s->tokens.size()) - 1);
-    s->blocks = std::move(m.blocks);
+    s->blocks.assign(m.blocks.begin(), m.blocks.end());  // keeps the table's reserved room
     s->n_computed = static_cast<int64_t>(s->blocks.size()) * bs;
     s->named_blocks = static_cast<int64_t>(s->blocks.size());
     s->chain = m.hash;

@@ -309,13 +309,18 @@ void Tokenizer::bpe(std::string_view word, std::vector<int32_t>& out) const {
   for (int32_t i = 0; i >= 0; i = sym[i].next) out.push_back(sym[i].id);
 }
 
-std::string StreamDecoder::push(int32_t id) {
+void StreamDecoder::push(int32_t id, std::string* out) {
+  out->clear();
   pending_.append(tok_.piece(id));
   size_t k = utf8_complete_prefix(pending_);
-  std::string out;
-  if (k == 0) return out;
-  append_utf8_lossy(out, std::string_view(pending_).substr(0, k));
+  if (k == 0) return;
+  append_utf8_lossy(*out, std::string_view(pending_).substr(0, k));
   pending_.erase(0, k);
+}
+
+std::string StreamDecoder::push(int32_t id) {
+  std::string out;
+  push(id, &out);
   return out;
 }
 

@@ -102,8 +102,10 @@ class Tokenizer {
 // streamers and WHATWG TextDecoder); flush() ends the stream the same way.
 class StreamDecoder {
  public:
-  explicit StreamDecoder(const Tokenizer& tok) : tok_(tok) {}
+  explicit StreamDecoder(const Tokenizer& tok) : tok_(tok) { pending_.reserve(256); }
   std::string push(int32_t id);
+  // The same into *out (cleared first), reusing its capacity: no allocation once it has grown.
+  void push(int32_t id, std::string* out);
   std::string flush();
 
  private:

@@ -6,8 +6,11 @@
 #include <cstdlib>
 #include <new>
 
+#include <future>
+
 #include "engine/sampler.h"
 #include "engine/session.h"
+#include "ll3/engine.h"
 #include "test_support.h"
 
 namespace {
@@ -97,6 +100,43 @@ TEST(NoAllocation, DecodeAndPromptStepsQuantizedModel) {
   LL3_REQUIRE_SHARED();
   check_model("small-llama32-mixed.gguf", true);
   check_model("small-llama32-mixed.gguf", false);
+}
+
+// The engine's loop between tokens: batched decode steps of 4 sequences, sampling (with
+// penalties and top-k), stop-string matching, UTF-8 assembly and the token callbacks. Counted
+// on every thread from request 0's 8th token to its 56th.
+TEST(NoAllocation, EngineDecodeStepsOfFourSequences) {
+  LL3_REQUIRE_SHARED();
+  Result<std::unique_ptr<Engine>> e =
+      Engine::create(test::shared_dir() + "/models/small-llama31-q4_k_m.gguf", EngineOptions{});
+  ASSERT_TRUE(e.ok()) << e.message();
+  std::atomic<long> counted{-1};
+  std::vector<std::promise<void>> done(4);
+  for (int i = 0; i < 4; ++i) {
+    Request r;
+    for (int k = 0; k < 20; ++k) r.tokens.push_back(1000 + 37 * k + i);
+    r.max_tokens = 64;
+    r.ignore_eos = true;
+    r.stop = {"never appears in this text"};
+    r.sampling.seed = 5 + i;
+    r.sampling.repeat_penalty = 1.1f;
+    if (i == 0) {
+      r.on_token = [&](const TokenEvent& ev) {
+        if (ev.index == 8) {
+          g_allocations = 0;
+          g_counting = true;
+        } else if (ev.index == 56) {
+          g_counting = false;
+          counted = g_allocations.load();
+        }
+        return true;
+      };
+    }
+    r.on_finish = [&done, i](const FinishInfo&) { done[i].set_value(); };
+    ASSERT_TRUE((*e)->submit(std::move(r)).ok());
+  }
+  for (auto& d : done) d.get_future().wait();
+  EXPECT_EQ(counted.load(), 0);
 }
 
 }  // namespace
