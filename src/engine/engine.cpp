@@ -364,6 +364,10 @@ void Engine::Impl::sample_all() {
 
 void Engine::Impl::handle_token(Seq* s) {
   const int32_t t = s->sampled;
+  if (s->req.max_tokens == 0) {  // the prompt only
+    finish(s, FinishReason::kLength);
+    return;
+  }
   if (!s->req.ignore_eos && tok.is_eog(t)) {
     finish(s, FinishReason::kStop);
     return;
@@ -483,7 +487,7 @@ void Engine::Impl::step() {
 void Engine::Impl::publish_stats() {
   std::lock_guard<std::mutex> lk(mu);
   stats.requests_running = static_cast<int64_t>(sched->running().size());
-  stats.requests_waiting = queued;
+  stats.requests_waiting = static_cast<int64_t>(sched->waiting().size() + inbox.size());  // preempted ones too
   stats.kv_blocks_used = blocks->used_blocks();
   stats.kv_blocks_cached = blocks->cached_blocks();
   stats.sessions = sessions->sessions();
