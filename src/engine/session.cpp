@@ -27,6 +27,7 @@ Result<std::unique_ptr<Session>> Session::create(const LlamaModel& model, const 
   Result<std::unique_ptr<KvCache>> kv = KvCache::create(kc);
   if (!kv.ok()) return kv.status();
   s->kv_ = std::move(kv.value());
+  s->pool_blocks_ = std::make_unique<BlockPool>(static_cast<int32_t>(kc.n_blocks), static_cast<int32_t>(kc.block_size), 0);
   s->runner_ = std::make_unique<LlamaRunner>(model, *s->kv_, *s->pool_, s->batch_, opt.int8_activations,
                                              opt.amx_prompts);
   s->history_.reserve(static_cast<size_t>(s->context_));
@@ -55,7 +56,7 @@ Status Session::eval(std::span<const int32_t> tokens, bool all_logits) {
     const int64_t m = std::min(batch_, n - done);
     const int64_t end = n_past() + m;
     const int64_t need = (end + bs - 1) / bs - static_cast<int64_t>(blocks_.size());
-    if (need > 0) LL3_RETURN_IF_ERROR(kv_->allocate(need, &blocks_));
+    for (int64_t i = 0; i < need; ++i) blocks_.push_back(pool_blocks_->allocate());  // the context check above leaves room
 
     SeqBatch seq;
     seq.n_past = static_cast<int32_t>(n_past());
@@ -88,7 +89,7 @@ void Session::truncate(int64_t n) {
   const int64_t bs = kv_->config().block_size;
   const size_t keep = static_cast<size_t>((n_past() + bs - 1) / bs);
   if (keep < blocks_.size()) {
-    kv_->release(std::span<const int32_t>(blocks_).subspan(keep));
+    for (size_t i = keep; i < blocks_.size(); ++i) pool_blocks_->release(blocks_[i]);
     blocks_.resize(keep);
   }
 }

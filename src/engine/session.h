@@ -1,6 +1,6 @@
-// One sequence running on a model: owns its KV blocks and feeds tokens through the runner in
-// batches. The CLI commands (run, chat, logits, bench) use it; the server's scheduler will drive
-// the runner with many sequences at once through the same BatchPlan.
+// One sequence on a model, evaluated in batches through the runner, for the tools that want
+// logits rather than a generated text (logits, perplexity, bench's pp/tg). Generation goes
+// through the engine (ll3/engine.h), which drives the same runner with many sequences.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,7 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "kv/block_pool.h"
 #include "kv/kv_cache.h"
 #include "model/llama_forward.h"
 #include "model/llama_model.h"
@@ -62,6 +63,7 @@ class Session {
   int64_t batch_ = 0;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<KvCache> kv_;
+  std::unique_ptr<BlockPool> pool_blocks_;  // its blocks (no prefix naming: one sequence)
   std::unique_ptr<LlamaRunner> runner_;
   std::vector<int32_t> blocks_;   // block table of this sequence
   std::vector<int32_t> history_;  // tokens in the cache
