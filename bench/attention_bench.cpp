@@ -1,6 +1,6 @@
 // Decode attention of one token over n cached positions (one KV head and its G query heads):
-// the AVX-512 kernel against the scalar reference. Counters: positions per second and the
-// bytes of K and V read (one head's slice of each row).
+// the AVX-512 kernel against the scalar reference, F16 and Q8_0 caches. Counters: positions per
+// second and the bytes of K and V read (one head's slice of each row).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "core/cpu_features.h"
-#include "core/half.h"
 #include "kernels/attention.h"
+#include "kernels/type_traits.h"
 
 namespace {
 
@@ -20,6 +20,7 @@ using namespace ll3;
 template <bool kSimd>
 void attend_bench(benchmark::State& state) {
   const int64_t n = state.range(0), hd = state.range(1), G = state.range(2);
+  const DType type = state.range(3) != 0 ? DType::Q8_0 : DType::F16;
   const int64_t bs = 16, n_kv = 8, n_blocks = (n + bs - 1) / bs;
   if (kSimd && !cpu_features().has_avx512_set()) {
     state.SkipWithError("no AVX-512");
@@ -27,16 +28,24 @@ void attend_bench(benchmark::State& state) {
   }
   std::mt19937 rng(1);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<uint16_t> k(static_cast<size_t>(n_blocks * bs * n_kv * hd)), v(k.size());
-  for (uint16_t& x : k) x = f32_to_f16(nd(rng));
-  for (uint16_t& x : v) x = f32_to_f16(nd(rng));
+  const int64_t slots = n_blocks * bs, row = n_kv * hd;
+  const size_t row_bytes = dtype_row_bytes(type, row), head_bytes = dtype_row_bytes(type, hd);
+  std::vector<float> x(static_cast<size_t>(row));
+  std::vector<uint8_t> k(static_cast<size_t>(slots) * row_bytes), v(k.size());
+  for (int64_t s = 0; s < slots; ++s) {  // rows as the KV cache stores them
+    for (float& e : x) e = nd(rng);
+    type_traits(type)->from_float(x.data(), &k[s * row_bytes], row);
+    for (float& e : x) e = nd(rng);
+    type_traits(type)->from_float(x.data(), &v[s * row_bytes], row);
+  }
   std::vector<int32_t> table(static_cast<size_t>(n_blocks));
   std::iota(table.begin(), table.end(), 0);
   std::shuffle(table.begin(), table.end(), rng);
   kernels::KvHeadView kv;
-  kv.k = k.data() + 3 * hd;
-  kv.v = v.data() + 3 * hd;
-  kv.slot_stride = n_kv * hd;
+  kv.type = type;
+  kv.k = k.data() + 3 * head_bytes;
+  kv.v = v.data() + 3 * head_bytes;
+  kv.slot_bytes = row_bytes;
   kv.block_size = bs;
   kv.block_table = table.data();
   std::vector<float> q(static_cast<size_t>(G * hd)), s(static_cast<size_t>(G * n)), out(q.size());
@@ -52,15 +61,18 @@ void attend_bench(benchmark::State& state) {
   }
   state.counters["positions/s"] = benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["KV_bytes/s"] =
-      benchmark::Counter(static_cast<double>(2 * n * hd * 2), benchmark::Counter::kIsIterationInvariantRate);
+      benchmark::Counter(static_cast<double>(2 * n * head_bytes), benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// n positions, head_dim, query heads per KV head (Llama 3.2 1B: 64, 4; 3B: 128, 3; 8B: 128, 4).
+// n positions, head_dim, query heads per KV head (Llama 3.2 1B: 64, 4; 3B: 128, 3; 8B: 128, 4),
+// cache type (0 F16, 1 Q8_0).
 void args(benchmark::internal::Benchmark* b) {
-  for (int64_t n : {256, 4096}) {
-    b->Args({n, 64, 4});
-    b->Args({n, 128, 4});
-    b->Args({n, 128, 3});
+  for (int64_t q8 : {0, 1}) {
+    for (int64_t n : {256, 4096}) {
+      b->Args({n, 64, 4, q8});
+      b->Args({n, 128, 4, q8});
+      b->Args({n, 128, 3, q8});
+    }
   }
 }
 

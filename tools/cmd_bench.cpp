@@ -166,7 +166,7 @@ int cmd_bench(int argc, char** argv) {
              &n_depth);
   ap.add_int({"-t", "--threads"}, "N", "threads (default: all cores)", &threads);
   ap.add_int({"-r", "--repetitions"}, "N", "repetitions of each test after a warm-up (default 5)", &reps);
-  ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32 or f16 (default f16)", &kv_type);
+  ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32, f16 or q8_0 (default f16)", &kv_type);
   ap.add_flag({"--json"}, "print a JSON array, one object per test (llama-bench's keys)", &json);
   bool amx_bf16 = false;
   add_amx_flag(ap, &amx_bf16);

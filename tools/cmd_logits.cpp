@@ -51,7 +51,7 @@ int cmd_logits(int argc, char** argv) {
   long long ctx = 0;
   ArgParser ap("logits",
                "ll3 logits -m MODEL (--tokens 1,2,3 | --prompt TEXT) [--all] [--top K] [--greedy N] "
-               "[--kv-type f32|f16] [--out FILE.npy] [--json]",
+               "[--kv-type f32|f16|q8_0] [--out FILE.npy] [--json]",
                "Evaluate a prompt and report logits: the parity interface.");
   ap.add_string({"-m", "--model"}, "MODEL", "GGUF file or Hugging Face directory", &model_path);
   ap.add_string({"--tokens"}, "IDS", "comma-separated prompt token ids", &tokens_arg);
@@ -62,7 +62,7 @@ int cmd_logits(int argc, char** argv) {
   ap.add_flag({"--all"}, "report every prompt position, not only the last", &all);
   ap.add_int({"--top"}, "K", "number of best logits per position in --json (default 32)", &top);
   ap.add_int({"--greedy"}, "N", "also decode N tokens greedily after the prompt", &greedy);
-  ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32 or f16 (default f16)", &kv_type);
+  ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32, f16 or q8_0 (default f16)", &kv_type);
   ap.add_string({"--out"}, "FILE.npy", "write float32 logits [1|n, vocab] as .npy", &out_path);
   ap.add_flag({"--float-act"}, "keep activations in float for quantized weights (default: 8-bit, as llama.cpp)",
               &float_act);

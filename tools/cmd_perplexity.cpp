@@ -95,7 +95,7 @@ int cmd_perplexity(int argc, char** argv) {
                 &save_path);
   ap.add_string({"--kl-base"}, "FILE", "compare with a base run saved by --save-logits on the same text: KL divergence",
                 &base_path);
-  ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32 or f16 (default f16)", &kv_type);
+  ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32, f16 or q8_0 (default f16)", &kv_type);
   add_load_flags(ap, &load_flags);
   ap.add_flag({"--float-act"}, "keep activations in float for quantized weights (default: 8-bit, as llama.cpp)",
               &float_act);

@@ -425,15 +425,7 @@ void Engine::Impl::step() {
     return;
   }
   // Copy on write of partly matching cached blocks, before anything writes the pool.
-  const KvCacheConfig& kc = kv->config();
-  const size_t row = static_cast<size_t>(static_cast<const uint8_t*>(kv->k_row(0, 0, 1)) -
-                                         static_cast<const uint8_t*>(kv->k_row(0, 0, 0)));
-  for (const Scheduler::Copy& c : st.copies) {
-    for (int64_t l = 0; l < kc.n_layers; ++l) {
-      std::memcpy(kv->k_row(l, c.dst, 0), kv->k_row(l, c.src, 0), row * c.n_tokens);
-      std::memcpy(kv->v_row(l, c.dst, 0), kv->v_row(l, c.src, 0), row * c.n_tokens);
-    }
-  }
+  for (const Scheduler::Copy& c : st.copies) kv->copy_positions(c.src, c.dst, c.n_tokens);
   plan_tokens.clear();
   plan_seqs.clear();
   plan_rows.clear();

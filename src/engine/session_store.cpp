@@ -16,11 +16,6 @@ SessionStore::~SessionStore() {
   while (!entries_.empty()) unpin(entries_.size() - 1);
 }
 
-size_t SessionStore::row_bytes() const {
-  return static_cast<size_t>(static_cast<const uint8_t*>(kv_.k_row(0, 0, 1)) -
-                             static_cast<const uint8_t*>(kv_.k_row(0, 0, 0)));
-}
-
 std::string SessionStore::path_for(const std::string& id) const {
   // The id is the client's text: the file name is a hash of it, never the id itself.
   char name[40];
@@ -94,7 +89,7 @@ Status SessionStore::save(Entry& e) {
   h.n_layers = static_cast<uint32_t>(c.n_layers);
   h.n_kv_heads = static_cast<uint32_t>(c.n_kv_heads);
   h.head_dim = static_cast<uint32_t>(c.head_dim);
-  h.row_bytes = row_bytes();
+  h.row_bytes = kv_.row_bytes();
   h.id = e.id;
   h.tokens = e.tokens;
   const int64_t bs = c.block_size;
@@ -138,7 +133,7 @@ Status SessionStore::restore(const std::string& id) {
   const KvCacheConfig& c = kv_.config();
   if (h.id != id) return reject("it holds session \"" + h.id + "\"");
   if (h.model_id != model_id_) return reject("it was made with another model");
-  if (h.kv_type != static_cast<uint32_t>(c.type) || h.row_bytes != row_bytes()) {
+  if (h.kv_type != static_cast<uint32_t>(c.type) || h.row_bytes != kv_.row_bytes()) {
     return reject(strprintf("its KV type is %s, this engine's is %s",
                             std::string(dtype_name(static_cast<DType>(h.kv_type))).c_str(),
                             std::string(dtype_name(c.type)).c_str()));

@@ -52,7 +52,6 @@ class SessionStore {
   Status save(Entry& e);
   void unpin(size_t i);
   size_t find(const std::string& id) const;  // entries_.size() if absent
-  size_t row_bytes() const;
 
   BlockPool& pool_;
   KvCache& kv_;

@@ -4,22 +4,25 @@
 // paged cache instead of being recomputed per position and per head.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "core/dtype.h"
 
 namespace ll3::kernels {
 
-// One KV head of one layer in the paged cache (kv/kv_cache.h): position p lives in block
-// block_table[p / block_size], slot p % block_size, at element
-// (block_table[p / block_size] * block_size + p % block_size) * slot_stride from k (or v).
+// One KV head of one layer in the paged cache (kv/kv_cache.h fills it): position p lives in
+// block block_table[p / block_size], slot p % block_size; its slice of the K row starts
+// (block_table[p / block_size] * block_size + p % block_size) * slot_bytes bytes after k (v
+// likewise) and holds hd elements of `type`: floats, halves, or hd / 32 Q8_0 blocks (so Q8_0
+// needs hd % 32 == 0: a head's slice is whole blocks). Addressing in bytes serves all three.
 struct KvHeadView {
-  const void* k = nullptr;  // the layer's K at block 0, slot 0, this KV head
+  const void* k = nullptr;  // the layer's K at block 0, slot 0, plus this head's byte offset in a row
   const void* v = nullptr;
-  int64_t slot_stride = 0;  // elements between consecutive slots (n_kv_heads * head_dim)
+  size_t slot_bytes = 0;  // bytes between consecutive slots (the cache's row: all KV heads)
   int64_t block_size = 0;
   const int32_t* block_table = nullptr;
-  DType type = DType::F16;  // F16 or F32
+  DType type = DType::F16;  // F16, F32 or Q8_0
 };
 
 // out[h] = sum_p softmax_p(scale * q[h] . K_p) V_p for the G heads of q (G rows of hd floats;

@@ -6,8 +6,6 @@
 
 #include <cstdint>
 
-#include "core/dtype.h"
-
 namespace ll3::ops {
 
 // out = x / sqrt(mean(x^2) + eps) * weight, over n elements. The sum of squares is accumulated
@@ -26,8 +24,5 @@ void rope_angles(int64_t pos, int64_t head_dim, float base, const float* factors
 
 // gate = silu(gate) * up, over n elements.
 void swiglu(float* gate, const float* up, int64_t n);
-
-// Converts n floats to KV-cache storage of type t (F32 or F16); kernels/attention.h reads it.
-void store_row(const float* src, void* dst, int64_t n, DType t);
 
 }  // namespace ll3::ops

@@ -7,20 +7,20 @@
 #include <cstdint>
 #include <memory>
 #include <span>
-#include <vector>
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "kernels/attention.h"
 
 namespace ll3 {
 
 struct KvCacheConfig {
   int64_t n_layers = 0;
   int64_t n_kv_heads = 0;
-  int64_t head_dim = 0;
+  int64_t head_dim = 0;     // a multiple of 32 for Q8_0 (each head's slice is whole blocks)
   int64_t block_size = 16;  // positions per block
   int64_t n_blocks = 0;
-  DType type = DType::F16;  // F32 or F16
+  DType type = DType::F16;  // F32, F16 or Q8_0 (blocks of 32: an f16 scale, 32 int8)
 };
 
 class KvCache {
@@ -31,23 +31,31 @@ class KvCache {
   int64_t capacity_tokens() const { return cfg_.n_blocks * cfg_.block_size; }
   size_t bytes() const { return storage_bytes_; }
 
-  // Element stride between consecutive positions of one layer's K (or V) rows: n_kv_heads * head_dim.
+  // Elements of one position's K (or V) row of one layer: n_kv_heads * head_dim.
   int64_t row_elems() const { return cfg_.n_kv_heads * cfg_.head_dim; }
-  // Address of K / V for (layer, block, slot): row_elems() elements of cfg.type.
-  // layout per layer: [n_blocks][block_size][n_kv_heads][head_dim]
-  void* k_row(int64_t layer, int64_t block, int64_t slot) { return row(k_, layer, block, slot); }
-  void* v_row(int64_t layer, int64_t block, int64_t slot) { return row(v_, layer, block, slot); }
-  const void* k_row(int64_t layer, int64_t block, int64_t slot) const { return row(k_, layer, block, slot); }
-  const void* v_row(int64_t layer, int64_t block, int64_t slot) const { return row(v_, layer, block, slot); }
+  // Bytes of such a row in cfg.type (Q8_0: row_elems() / 32 blocks of 34 bytes).
+  size_t row_bytes() const { return row_bytes_; }
 
-  // Block allocation (a free list; allocation never touches the heap after create()).
-  int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }
-  // Appends n block ids to *table, or fails with "KV cache full" leaving *table unchanged.
-  Status allocate(int64_t n, std::vector<int32_t>* table);
-  void release(std::span<const int32_t> blocks);
+  // Writes position (block, slot)'s K and V rows of `layer`, row_elems() floats each (all KV
+  // heads), converted to cfg.type.
+  void store(int64_t layer, int32_t block, int64_t slot, const float* k, const float* v);
+  // What attention reads of KV head kv_head of `layer` for a sequence with this block table
+  // (which must outlive the view).
+  kernels::KvHeadView head_view(int64_t layer, int64_t kv_head, std::span<const int32_t> block_table) const;
+
+  // The raw K / V row of (layer, block, slot), row_bytes() bytes in cfg.type: what a session file
+  // saves and restores as is.
+  uint8_t* k_row(int64_t layer, int32_t block, int64_t slot) { return row(k_, layer, block, slot); }
+  uint8_t* v_row(int64_t layer, int32_t block, int64_t slot) { return row(v_, layer, block, slot); }
+  const uint8_t* k_row(int64_t layer, int32_t block, int64_t slot) const { return row(k_, layer, block, slot); }
+  const uint8_t* v_row(int64_t layer, int32_t block, int64_t slot) const { return row(v_, layer, block, slot); }
+  // Copies the first n positions of block src into block dst, every layer (copy on write).
+  void copy_positions(int32_t src, int32_t dst, int64_t n);
 
  private:
   KvCache() = default;
+  // layout per layer: [n_blocks][block_size][n_kv_heads][head_dim] elements (Q8_0: per row,
+  // n_kv_heads * head_dim / 32 blocks, head after head).
   uint8_t* row(uint8_t* base, int64_t layer, int64_t block, int64_t slot) const {
     size_t idx = static_cast<size_t>((layer * cfg_.n_blocks + block) * cfg_.block_size + slot);
     return base + idx * row_bytes_;
@@ -55,11 +63,12 @@ class KvCache {
 
   KvCacheConfig cfg_;
   size_t row_bytes_ = 0;
+  size_t head_bytes_ = 0;  // one KV head's slice of a row
   size_t storage_bytes_ = 0;
+  void (*from_float_)(const float* src, void* dst, int64_t n) = nullptr;  // cfg.type's quantizer
   std::unique_ptr<uint8_t[]> storage_;
-  uint8_t* k_ = nullptr;
+  uint8_t* k_ = nullptr;  // 64-byte aligned in storage_
   uint8_t* v_ = nullptr;
-  std::vector<int32_t> free_;  // stack of free block ids
 };
 
 }  // namespace ll3

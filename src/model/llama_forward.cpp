@@ -92,7 +92,6 @@ Status LlamaRunner::forward(const BatchPlan& plan, float* logits) {
   const int64_t T = static_cast<int64_t>(plan.tokens.size());
   const int64_t dim = c_.dim, hd = c_.head_dim, half = hd / 2;
   const int64_t bs = kv_.config().block_size;
-  const DType kv_type = kv_.config().type;
 
   // Position and RoPE angles of every batch row.
   for (size_t s = 0; s < plan.seqs.size(); ++s) {
@@ -124,8 +123,7 @@ Status LlamaRunner::forward(const BatchPlan& plan, float* logits) {
       const SeqBatch& seq = plan.seqs[token_seq_[t]];
       const int64_t pos = token_pos_[t];
       const int32_t block = seq.block_table[pos / bs];
-      ops::store_row(&k_[t * kv_dim_], kv_.k_row(l, block, pos % bs), kv_dim_, kv_type);
-      ops::store_row(&v_[t * kv_dim_], kv_.v_row(l, block, pos % bs), kv_dim_, kv_type);
+      kv_.store(l, block, pos % bs, &k_[t * kv_dim_], &v_[t * kv_dim_]);
     }
     attention(plan, l);
     matmul(pool_, L.wo, att_.data(), proj_.data(), T, mm_scratch_);
@@ -165,9 +163,6 @@ void LlamaRunner::attention(const BatchPlan& plan, int64_t layer) {
   const int group = static_cast<int>(c_.n_heads / c_.n_kv_heads);
   const int64_t cap = kv_.capacity_tokens();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const size_t elem = kv_.config().type == DType::F32 ? 4 : 2;
-  const uint8_t* k0 = static_cast<const uint8_t*>(kv_.k_row(layer, 0, 0));
-  const uint8_t* v0 = static_cast<const uint8_t*>(kv_.v_row(layer, 0, 0));
 
   // Rows late in a prompt attend over more positions: hand out single jobs so the threads
   // finish together.
@@ -176,13 +171,7 @@ void LlamaRunner::attention(const BatchPlan& plan, int64_t layer) {
     for (int64_t job = begin; job < end; ++job) {
       const int64_t t = job / n_kv, g = job % n_kv;
       const SeqBatch& seq = plan.seqs[token_seq_[t]];
-      kernels::KvHeadView kv;
-      kv.k = k0 + g * hd * elem;
-      kv.v = v0 + g * hd * elem;
-      kv.slot_stride = kv_dim_;
-      kv.block_size = kv_.config().block_size;
-      kv.block_table = seq.block_table.data();
-      kv.type = kv_.config().type;
+      const kernels::KvHeadView kv = kv_.head_view(layer, g, seq.block_table);
       const int64_t head0 = g * group;  // the first query head reading KV head g
       kernels::attend(&q_[t * q_dim_ + head0 * hd], group, hd, kv, token_pos_[t] + 1, scale, scores,
                       &att_[t * q_dim_ + head0 * hd]);

@@ -120,8 +120,10 @@ TEST_P(EngineKvTypes, SixteenConcurrentRequestsGiveTheirSoloResults) {
   EXPECT_LT(st.steps, 16 * 12);  // batched: fewer steps than tokens
 }
 
-INSTANTIATE_TEST_SUITE_P(Kv, EngineKvTypes, ::testing::Values(KvType::kF16, KvType::kF32),
-                         [](const auto& info) { return info.param == KvType::kF16 ? "F16" : "F32"; });
+INSTANTIATE_TEST_SUITE_P(Kv, EngineKvTypes, ::testing::Values(KvType::kF16, KvType::kF32, KvType::kQ8_0),
+                         [](const auto& info) {
+                           return info.param == KvType::kF16 ? "F16" : info.param == KvType::kF32 ? "F32" : "Q8_0";
+                         });
 
 TEST(Engine, APoolTooSmallForAllPreemptsAndStillGivesTheSoloResults) {
   REQUIRE_MODEL();

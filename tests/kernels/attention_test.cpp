@@ -1,17 +1,19 @@
-// Grouped-query attention over the paged cache: the AVX-512 kernel against the scalar
-// reference, for every group size and head size of the LLaMA-3 family (and odd ones), F16 and
-// F32 caches, block tables out of order, and lengths that end inside a block.
+// Grouped-query attention over the paged cache: the AVX-512 and AVX2 kernels against the scalar
+// reference, for every group size and head size of the LLaMA-3 family (and odd ones), F16, F32
+// and Q8_0 caches, block tables out of order, and lengths that end inside a block.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/cpu_features.h"
 #include "core/half.h"
 #include "kernels/attention.h"
+#include "kernels/type_traits.h"
 
 namespace ll3 {
 namespace {
@@ -65,7 +67,7 @@ void check_against_reference(AttendFn attend, int64_t width) {
           kv.type = type;
           kv.k = type == DType::F16 ? static_cast<const void*>(c.k16.data() + g * hd) : c.k32.data() + g * hd;
           kv.v = type == DType::F16 ? static_cast<const void*>(c.v16.data() + g * hd) : c.v32.data() + g * hd;
-          kv.slot_stride = n_kv * hd;
+          kv.slot_bytes = static_cast<size_t>(n_kv * hd) * (type == DType::F16 ? 2 : 4);
           kv.block_size = bs;
           kv.block_table = c.table.data();
           std::vector<float> q(static_cast<size_t>(G * hd));
@@ -94,6 +96,149 @@ TEST(Attention, Avx2MatchesReference) {
   check_against_reference(kernels::avx2::attend, 8);
 }
 
+// A Q8_0 cache: rows of n_kv heads of hd random floats (x), quantized row by row by the
+// quantizer the KV cache uses (type_traits(Q8_0)->from_float), and the values the blocks hold
+// (dequantized: what every kernel must read).
+struct Q8Cache {
+  std::vector<float> k, v;     // the floats before quantization
+  std::vector<uint8_t> kq, vq;  // the blocks
+  std::vector<float> kd, vd;   // the blocks' values
+  std::vector<int32_t> table;
+  size_t slot_bytes = 0;
+};
+
+Q8Cache make_q8_cache(int64_t n_blocks, int64_t bs, int64_t n_kv, int64_t hd, std::mt19937& rng) {
+  Q8Cache c;
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t slots = n_blocks * bs, row = n_kv * hd;
+  c.slot_bytes = dtype_row_bytes(DType::Q8_0, row);
+  c.k.resize(static_cast<size_t>(slots * row));
+  c.v.resize(c.k.size());
+  for (float& x : c.k) x = nd(rng);
+  for (float& x : c.v) x = nd(rng);
+  c.kq.resize(static_cast<size_t>(slots) * c.slot_bytes);
+  c.vq.resize(c.kq.size());
+  c.kd.resize(c.k.size());
+  c.vd.resize(c.k.size());
+  const TypeTraits* q8 = type_traits(DType::Q8_0);
+  for (int64_t s = 0; s < slots; ++s) {
+    q8->from_float(&c.k[s * row], &c.kq[s * c.slot_bytes], row);
+    q8->from_float(&c.v[s * row], &c.vq[s * c.slot_bytes], row);
+    q8->to_float(&c.kq[s * c.slot_bytes], &c.kd[s * row], row);
+    q8->to_float(&c.vq[s * c.slot_bytes], &c.vd[s * row], row);
+  }
+  c.table.resize(static_cast<size_t>(n_blocks));
+  std::iota(c.table.begin(), c.table.end(), 0);
+  std::shuffle(c.table.begin(), c.table.end(), rng);
+  return c;
+}
+
+// KV head g of a Q8_0 cache, and the same head of F32 rows (k, v: n_kv * hd floats per slot).
+kernels::KvHeadView q8_view(const Q8Cache& c, int64_t g, int64_t hd, int64_t bs) {
+  kernels::KvHeadView kv;
+  kv.type = DType::Q8_0;
+  kv.k = c.kq.data() + g * dtype_row_bytes(DType::Q8_0, hd);
+  kv.v = c.vq.data() + g * dtype_row_bytes(DType::Q8_0, hd);
+  kv.slot_bytes = c.slot_bytes;
+  kv.block_size = bs;
+  kv.block_table = c.table.data();
+  return kv;
+}
+
+kernels::KvHeadView f32_view(const std::vector<float>& k, const std::vector<float>& v, const Q8Cache& c, int64_t g,
+                             int64_t n_kv, int64_t hd, int64_t bs) {
+  kernels::KvHeadView kv;
+  kv.type = DType::F32;
+  kv.k = k.data() + g * hd;
+  kv.v = v.data() + g * hd;
+  kv.slot_bytes = static_cast<size_t>(n_kv * hd) * 4;
+  kv.block_size = bs;
+  kv.block_table = c.table.data();
+  return kv;
+}
+
+// Q8_0 caches: each ISA's kernel against the scalar reference, to the F16 tests' tolerance
+// (the kernels dequantize to the same floats; only the order of the sums differs).
+void check_q8_against_reference(AttendFn attend) {
+  std::mt19937 rng(77);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t bs = 16, n_blocks = 20, n_kv = 3;
+  for (int64_t hd : {64, 128, 32}) {
+    const Q8Cache c = make_q8_cache(n_blocks, bs, n_kv, hd, rng);
+    for (int G : {1, 4, 8, 3}) {
+      for (int64_t n : {1, 15, 16, 17, 100, 300}) {
+        const int64_t g = n % n_kv;  // some KV head other than the first
+        const kernels::KvHeadView kv = q8_view(c, g, hd, bs);
+        std::vector<float> q(static_cast<size_t>(G * hd));
+        for (float& x : q) x = nd(rng) * 2.0f;  // peaked softmax for some heads
+        std::vector<float> s_ref(static_cast<size_t>(G * n)), s_simd(s_ref.size());
+        std::vector<float> want(q.size()), got(q.size(), NAN);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+        kernels::ref::attend(q.data(), G, hd, kv, n, scale, s_ref.data(), want.data());
+        attend(q.data(), G, hd, kv, n, scale, s_simd.data(), got.data());
+        for (size_t i = 0; i < want.size(); ++i) {
+          ASSERT_NEAR(got[i], want[i], 2e-5f) << "hd " << hd << " G " << G << " n " << n << " i " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(Attention, Q8_0Avx512MatchesReference) {
+  if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "no AVX-512";
+  check_q8_against_reference(kernels::avx512::attend);
+}
+
+TEST(Attention, Q8_0Avx2MatchesReference) {
+  if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "no AVX2";
+  check_q8_against_reference(kernels::avx2::attend);
+}
+
+TEST(Attention, Q8_0DispatchMatchesReference) {  // whichever kernel LL3_CPU leaves
+  check_q8_against_reference(kernels::attend);
+}
+
+// The reference over Q8_0 blocks is F32 attention over the blocks' dequantized values, to the
+// bit (it reads q * d, the dequantized value, then does the same float arithmetic); and both are
+// within the quantization's reach of F32 attention over the floats before quantization: Q8_0
+// moves each element by at most d / 2 (d = amax / 127 of its block), ~0.3% of a normal row's
+// scale on average, which moves the scores and so the outputs (weighted means of V rows) by
+// about 1% relative L2. Measured here: 0.7e-2 .. 1.44e-2 over these cases; bound 3e-2. (A
+// wrong head, block or scale gives an unrelated output: relative L2 near 1.)
+TEST(Attention, Q8_0ReferenceIsF32AttentionOverItsValues) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t bs = 16, n_blocks = 20, n_kv = 2;
+  double worst = 0.0;
+  for (int64_t hd : {64, 128}) {
+    const Q8Cache c = make_q8_cache(n_blocks, bs, n_kv, hd, rng);
+    for (int G : {1, 4, 8}) {
+      for (int64_t n : {1, 15, 16, 17, 100, 300}) {
+        const int64_t g = (n + 1) % n_kv;
+        std::vector<float> q(static_cast<size_t>(G * hd));
+        for (float& x : q) x = nd(rng) * 2.0f;
+        const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+        std::vector<float> s(static_cast<size_t>(G * n)), q8(q.size()), deq(q.size()), exact(q.size());
+        kernels::ref::attend(q.data(), G, hd, q8_view(c, g, hd, bs), n, scale, s.data(), q8.data());
+        kernels::ref::attend(q.data(), G, hd, f32_view(c.kd, c.vd, c, g, n_kv, hd, bs), n, scale, s.data(),
+                             deq.data());
+        kernels::ref::attend(q.data(), G, hd, f32_view(c.k, c.v, c, g, n_kv, hd, bs), n, scale, s.data(),
+                             exact.data());
+        ASSERT_EQ(q8, deq) << "hd " << hd << " G " << G << " n " << n;
+        double num = 0.0, den = 0.0;
+        for (size_t i = 0; i < q8.size(); ++i) {
+          num += (q8[i] - exact[i]) * (q8[i] - exact[i]);
+          den += exact[i] * exact[i];
+        }
+        const double rel = std::sqrt(num / den);
+        worst = std::max(worst, rel);
+        EXPECT_LE(rel, 3e-2) << "hd " << hd << " G " << G << " n " << n;
+      }
+    }
+  }
+  RecordProperty("worst_rel_l2", std::to_string(worst));
+}
+
 TEST(Attention, OnePositionReturnsItsValueRow) {
   // softmax over one position is 1: the output is exactly V_0 of the head, for any q.
   std::mt19937 rng(3);
@@ -102,7 +247,7 @@ TEST(Attention, OnePositionReturnsItsValueRow) {
   kv.type = DType::F32;
   kv.k = c.k32.data() + 64;
   kv.v = c.v32.data() + 64;
-  kv.slot_stride = 128;
+  kv.slot_bytes = 128 * 4;
   kv.block_size = 16;
   kv.block_table = c.table.data();
   std::vector<float> q(4 * 64, 0.7f), s(4), out(4 * 64);

@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "kv/block_pool.h"
 #include "model/llama_forward.h"
 #include "reference_llama.h"
 #include "test_support.h"
@@ -37,8 +38,9 @@ TEST(BatchPlan, MixedPrefillAndDecodeOfThreeSequences) {
     while (static_cast<int>(seqs[s].tokens.size()) < lengths[s]) seqs[s].tokens.push_back(static_cast<int32_t>(rng() % 128000));
   }
   // Interleave block allocation so the sequences' blocks are not contiguous.
+  BlockPool blocks(64, 16, 0);
   for (int round = 0; round < 4; ++round)
-    for (Seq& s : seqs) ASSERT_TRUE((*kv)->allocate(1, &s.blocks).ok());
+    for (Seq& s : seqs) s.blocks.push_back(blocks.allocate());
 
   // Step 1: prompts of sequences 0 and 2 minus their last tokens, sequence 1 whole.
   // Step 2: the last tokens of 0 and 2 (decode) plus nothing of 1. Logits of every last token.

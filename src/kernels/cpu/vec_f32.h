@@ -72,6 +72,9 @@ struct F32x16 {
   static T set1(float x) { return _mm512_set1_ps(x); }
   static T load(const float* p) { return _mm512_loadu_ps(p); }
   static T load(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static T load_i8(const int8_t* p) {  // 16 signed bytes as floats (exact)
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
   static void store(float* p, T v) { _mm512_storeu_ps(p, v); }
   static T add(T a, T b) { return _mm512_add_ps(a, b); }
   static T sub(T a, T b) { return _mm512_sub_ps(a, b); }
@@ -127,6 +130,9 @@ struct F32x8 {
   static T set1(float x) { return _mm256_set1_ps(x); }
   static T load(const float* p) { return _mm256_loadu_ps(p); }
   static T load(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static T load_i8(const int8_t* p) {  // 8 signed bytes as floats (exact)
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
   static void store(float* p, T v) { _mm256_storeu_ps(p, v); }
   static T add(T a, T b) { return _mm256_add_ps(a, b); }
   static T sub(T a, T b) { return _mm256_sub_ps(a, b); }

@@ -1,7 +1,6 @@
 #include <cmath>
 
 #include "core/cpu_features.h"
-#include "core/half.h"
 #include "kernels/activation_kernels.h"
 #include "kernels/ops.h"
 
@@ -48,16 +47,6 @@ void swiglu(float* gate, const float* up, int64_t n) {
                          : cpu_features().has_avx2_set() ? kernels::avx2::swiglu
                                                          : kernels::ref::swiglu;
   fn(gate, up, n);
-}
-
-void store_row(const float* src, void* dst, int64_t n, DType t) {
-  if (t == DType::F32) {
-    float* d = static_cast<float*>(dst);
-    for (int64_t i = 0; i < n; ++i) d[i] = src[i];
-  } else {
-    uint16_t* d = static_cast<uint16_t*>(dst);
-    for (int64_t i = 0; i < n; ++i) d[i] = f32_to_f16(src[i]);
-  }
 }
 
 }  // namespace ll3::ops

@@ -2,18 +2,28 @@
 
 #include "core/half.h"
 #include "kernels/attention.h"
+#include "kernels/quant_blocks.h"
 
 namespace ll3::kernels::ref {
 
 namespace {
 
-float element(const void* base, int64_t i, DType t) {
-  return t == DType::F32 ? static_cast<const float*>(base)[i] : f16_to_f32(static_cast<const uint16_t*>(base)[i]);
+// Element i of a head's row slice; Q8_0 as its dequantization does it (q * d).
+float element(const uint8_t* row, int64_t i, DType t) {
+  switch (t) {
+    case DType::F32: return reinterpret_cast<const float*>(row)[i];
+    case DType::Q8_0: {
+      const quant::BlockQ8_0& b = reinterpret_cast<const quant::BlockQ8_0*>(row)[i / quant::kQK];
+      return b.qs[i % quant::kQK] * f16_to_f32(b.d);
+    }
+    default: return f16_to_f32(reinterpret_cast<const uint16_t*>(row)[i]);
+  }
 }
 
-// Element offset of position p's row.
-int64_t row_at(const KvHeadView& kv, int64_t p) {
-  return (kv.block_table[p / kv.block_size] * kv.block_size + p % kv.block_size) * kv.slot_stride;
+// Position p's row slice of this head in K (or V) at base.
+const uint8_t* row_at(const void* base, const KvHeadView& kv, int64_t p) {
+  const int64_t slot = kv.block_table[p / kv.block_size] * kv.block_size + p % kv.block_size;
+  return static_cast<const uint8_t*>(base) + static_cast<size_t>(slot) * kv.slot_bytes;
 }
 
 }  // namespace
@@ -24,9 +34,9 @@ void attend(const float* q, int G, int64_t hd, const KvHeadView& kv, int64_t n, 
     float* s = scores + h * n;
     float max = -INFINITY;
     for (int64_t p = 0; p < n; ++p) {
-      const int64_t r = row_at(kv, p);
+      const uint8_t* k = row_at(kv.k, kv, p);
       float dot = 0.0f;
-      for (int64_t d = 0; d < hd; ++d) dot += q[h * hd + d] * element(kv.k, r + d, kv.type);
+      for (int64_t d = 0; d < hd; ++d) dot += q[h * hd + d] * element(k, d, kv.type);
       s[p] = dot * scale;
       max = std::fmax(max, s[p]);
     }
@@ -39,9 +49,9 @@ void attend(const float* q, int G, int64_t hd, const KvHeadView& kv, int64_t n, 
     float* o = out + h * hd;
     for (int64_t d = 0; d < hd; ++d) o[d] = 0.0f;
     for (int64_t p = 0; p < n; ++p) {
-      const int64_t r = row_at(kv, p);
+      const uint8_t* v = row_at(kv.v, kv, p);
       const float w = s[p] * inv;
-      for (int64_t d = 0; d < hd; ++d) o[d] += w * element(kv.v, r + d, kv.type);
+      for (int64_t d = 0; d < hd; ++d) o[d] += w * element(v, d, kv.type);
     }
   }
 }
