@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(cmake make clang g++ libclang-rt-14-dev llvm-14 pkg-config libpcre2-dev
-          nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev ca-certificates)
+          nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libboost-dev curl ca-certificates)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
