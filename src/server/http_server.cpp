@@ -237,10 +237,12 @@ void Connection::on_header(error_code ec) {
   if (closed_) return;
   if (ec) {
     // A client closing its kept-alive connection, or idle too long: nothing to answer.
-    if (ec == http::error::end_of_stream || ec == net::error::eof || ec == beast::error::timeout ||
-        ec == net::error::connection_reset || ec == net::error::operation_aborted || !parser_->got_some()) {
+    if (ec == http::error::end_of_stream || ec == http::error::partial_message || ec == net::error::eof ||
+        ec == beast::error::timeout || ec == net::error::connection_reset || ec == net::error::operation_aborted ||
+        !parser_->got_some()) {
       return close();
     }
+    if (ec == http::error::body_limit) return reply_error(413, "the request body exceeds the limit of " + std::to_string(srv_.opt.body_limit) + " bytes");
     if (ec == http::error::header_limit) return reply_error(431, "the request headers are larger than " + std::to_string(srv_.opt.header_limit) + " bytes");
     return reply_error(400, "malformed HTTP request: " + ec.message());
   }
@@ -272,7 +274,11 @@ void Connection::on_body(error_code ec) {
   if (ec == http::error::body_limit) return reply_error(413, "the request body exceeds the limit of " + std::to_string(srv_.opt.body_limit) + " bytes");
   if (ec == beast::error::timeout) return reply_error(408, "the request body did not arrive in time");
   if (ec) {
-    if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset) return close();
+    // The client went away in the middle of its request: nobody to answer.
+    if (ec == http::error::end_of_stream || ec == http::error::partial_message || ec == net::error::eof ||
+        ec == net::error::connection_reset) {
+      return close();
+    }
     return reply_error(400, "malformed HTTP request body: " + ec.message());
   }
   dispatch();
@@ -320,13 +326,13 @@ void Connection::watch() {
 void Connection::on_watch(error_code ec) {
   watching_ = false;
   if (closed_) return;
-  if (ec == net::error::operation_aborted) {
-    if (resume_read_) {
-      resume_read_ = false;
-      do_read_header();
-    }
-    return;
+  if (resume_read_) {
+    // The response is out and the next read waited for this handler, cancelled or not (the
+    // next request's bytes may have completed the wait just before the cancel).
+    resume_read_ = false;
+    return do_read_header();
   }
+  if (ec == net::error::operation_aborted) return;
   if (phase_ != Phase::kHandling && phase_ != Phase::kStreaming) return;
   if (ec) return close();
   char c;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "ll3/status.h"
 
@@ -31,6 +32,10 @@ namespace {
 std::string num(double v) {
   if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
   if (v == std::floor(v) && std::fabs(v) < 1e15) return strprintf("%lld", static_cast<long long>(v));
+  for (int digits = 6; digits < 17; ++digits) {
+    std::string s = strprintf("%.*g", digits, v);
+    if (std::strtod(s.c_str(), nullptr) == v) return s;
+  }
   return strprintf("%.17g", v);
 }
 

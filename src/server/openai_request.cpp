@@ -517,8 +517,10 @@ ApiError parse_completion_request(std::string_view body, const ModelInfo& model,
     r->prompts.push_back(std::move(p));
   } else if (prompt->is_array()) {
     if (prompt->empty()) return invalid_request("'prompt' must not be empty", "prompt");
-    if (prompt->size() > kMaxPrompts) return invalid_request("'prompt' holds more than " + std::to_string(kMaxPrompts) + " prompts", "prompt");
     const ojson& first = (*prompt)[0];
+    if (!first.is_number() && prompt->size() > kMaxPrompts) {
+      return invalid_request("'prompt' holds more than " + std::to_string(kMaxPrompts) + " prompts", "prompt");
+    }
     if (first.is_number()) {
       Prompt p;
       p.is_tokens = true;

@@ -341,7 +341,8 @@ TEST(OpenAiRequest, DamagedBodiesGetCleanAnswers) {
       const char* key = keys[rng() % 10];
       if (rng() % 4 == 0) {
         b.erase(key);
-      } else if (std::string(key) == "messages" && rng() % 2 == 0) {
+      } else if (std::string(key) == "messages" && rng() % 2 == 0 && b.contains("messages") && b["messages"].is_array() &&
+                 !b["messages"].empty() && b["messages"][0].is_object()) {
         b["messages"][0][rng() % 2 ? "role" : "content"] = values[rng() % 14];
       } else {
         b[key] = values[rng() % 14];

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,6 +34,7 @@ ServeProcess::ServeProcess(const std::vector<std::string>& args, bool wait_ready
   argv.insert(argv.end(), args.begin(), args.end());
   pid_ = fork();
   if (pid_ == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlives a test binary that was killed
     const int out = open("/dev/null", O_WRONLY);
     const int err = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(out, 1);
@@ -114,10 +116,10 @@ struct HttpClient::Impl {
 HttpClient::HttpClient(int port) : impl_(std::make_unique<Impl>()), port_(port) {}
 HttpClient::~HttpClient() { close(); }
 
-bool HttpClient::connected() const { return impl_->open; }
+bool HttpClient::connected() const { return impl_ && impl_->open; }
 
 void HttpClient::close() {
-  if (!impl_->open) return;
+  if (!impl_ || !impl_->open) return;
   beast::error_code ec;
   impl_->stream.socket().shutdown(tcp::socket::shutdown_both, ec);
   impl_->stream.close();
@@ -185,14 +187,15 @@ Reply HttpClient::stream(const std::string& target, const std::string& body, con
   p.body_limit(1u << 30);
   SseSplitter sse{"", &r.events, on_event};
   bool hung_up = false;
-  p.on_chunk_body([&](std::uint64_t, beast::string_view data, beast::error_code& cec) -> std::size_t {
+  auto on_chunk = [&](std::uint64_t, beast::string_view data, beast::error_code& cec) -> std::size_t {
     if (!sse.feed(std::string_view(data.data(), data.size()))) {
       hung_up = true;
       cec = net::error::operation_aborted;
     }
     r.body.append(data.data(), data.size());
     return data.size();
-  });
+  };
+  p.on_chunk_body(on_chunk);  // the parser keeps a reference
   http::read(s.stream, s.buf, p, ec);
   if (hung_up) {
     close();
@@ -271,6 +274,29 @@ Reply HttpClient::request(const std::string& method, const std::string& target, 
   if (!res.keep_alive()) close();
   return r;
 }
+
+std::string small_model_path() { return shared_dir() + "/models/small-llama31-q4_k_m.gguf"; }
+std::string llama31_template_path() { return source_dir() + "/tests/fixtures/tokenizer/chat_templates/llama31.jinja"; }
+
+ServeProcess* main_server() {
+  static std::unique_ptr<ServeProcess> p = [] {
+    if (shared_dir().empty()) return std::unique_ptr<ServeProcess>();
+    const std::string sessions = temp_dir();
+    return std::make_unique<ServeProcess>(std::vector<std::string>{
+        "-m", small_model_path(), "-t", "2", "--ctx", "4096", "--max-seqs", "16", "--api-key", kKey, "--max-body", "262144",
+        "--cors-origin", "http://example.test", "--chat-template", llama31_template_path(), "--log-format", "json",
+        "--session-dir", sessions});
+  }();
+  return p && p->ok() ? p.get() : nullptr;
+}
+
+HttpClient main_client() {
+  HttpClient c(main_server() ? main_server()->port() : 1);
+  c.set_key(kKey);
+  return c;
+}
+
+Reply post(HttpClient& c, const std::string& path, const json& body) { return c.request("POST", path, body.dump()); }
 
 double metric(const std::string& exposition, const std::string& sample) {
   std::istringstream in(exposition);

@@ -51,6 +51,7 @@ struct Reply {
 class HttpClient {
  public:
   explicit HttpClient(int port);
+  HttpClient(HttpClient&&) = default;
   ~HttpClient();
   // One request on this client's connection (opened on first use, reopened only if reconnect
   // is true). `auth`: the bearer key to send ("" for none).
@@ -70,6 +71,19 @@ class HttpClient {
   int port_;
   std::string key_;
 };
+
+// The server most tests share, started once: the shared small model (Llama 3 tokenizer) with the
+// Llama 3.1 chat template (tools), an API key, a 4096-token KV cache, a 256 KiB body limit,
+// CORS for http://example.test, JSON access logs, a session directory. Null (and the test
+// skipped or failed by LL3_REQUIRE_SHARED) without the shared data.
+ServeProcess* main_server();
+inline constexpr const char* kKey = "test-key";
+std::string small_model_path();
+std::string llama31_template_path();
+// A client of the main server with the key set.
+HttpClient main_client();
+// POST a JSON body; the reply (its body parsed by Reply::body_json).
+Reply post(HttpClient& c, const std::string& path, const json& body);
 
 // A sample value from a Prometheus exposition ("ll3_requests_running", or a full sample name
 // with labels); NaN when absent.
