@@ -26,3 +26,10 @@ shared="${LL3_SHARED:-$here/../shared}"
 if [ ! -f "$shared/tokenizers/llama3/tokenizer.json" ] && [ -x "$here/scripts/fetch-tokenizer.sh" ]; then
   "$here/scripts/fetch-tokenizer.sh"
 fi
+
+# The official OpenAI Node client for the server tests (tests/server/js, pinned by its
+# package-lock.json; node_modules is not committed).
+if command -v npm >/dev/null 2>&1 && [ ! -f "$here/tests/server/js/node_modules/openai/package.json" ]; then
+  (cd "$here/tests/server/js" && npm ci --no-audit --no-fund) ||
+    echo "setup: npm ci in tests/server/js failed; the OpenAI client test will be skipped (and fail under CI)"
+fi
