@@ -98,10 +98,10 @@ void GenerateCall::start() {
     }
     // On the engine's thread: hand over and return at once.
     r.on_token = [self, i](const TokenEvent& ev) {
-      self->ex_->post([self, i, ev] { self->on_token(i, ev); });
+      self->ctx_.from_engine(self->ex_, [self, i, ev] { self->on_token(i, ev); });
       return true;
     };
-    r.on_finish = [self, i](const FinishInfo& f) { self->ex_->post([self, i, f] { self->on_finish(i, f); }); };
+    r.on_finish = [self, i](const FinishInfo& f) { self->ctx_.from_engine(self->ex_, [self, i, f] { self->on_finish(i, f); }); };
     Result<RequestId> id = ctx_.submit(std::move(r));
     if (!id.ok()) {
       fail(submit_error(id.status(), req_.endpoint, ctx_.shutting_down()));

@@ -25,6 +25,10 @@ class ServeContext {
   // Engine submit / cancel (an error with kUnavailable when no engine serves).
   virtual Result<RequestId> submit(Request r) = 0;
   virtual void cancel(RequestId id) = 0;
+  // From an engine callback: runs `fn` on `ex`'s strand. The events of one engine step reach
+  // the I/O thread together, in one wakeup (a wakeup per token would preempt the engine's
+  // threads wherever cores are short, and its barriers wait for the preempted one).
+  virtual void from_engine(const std::shared_ptr<HttpExchange>& ex, std::function<void()> fn) = 0;
   virtual std::vector<int32_t> encode(const std::string& text, bool add_bos) const = 0;
   virtual std::string decode(const std::vector<int32_t>& tokens) const = 0;
   virtual std::string_view piece(int32_t id) const = 0;

@@ -119,8 +119,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (seq == seq_ && !logged_) rec_.fields[key] = std::move(v);
   }
   void abandoned(uint64_t seq) {
+    if (seq != seq_) return;
     // The handler dropped the exchange without answering (a bug): answer for it.
-    if (seq == seq_ && phase_ == Phase::kHandling) respond(seq, srv_.error_body(500, "the request was not answered"));
+    if (phase_ == Phase::kHandling && !closed_) respond(seq, srv_.error_body(500, "the request was not answered"));
+    // A client that left: its line is written now, with what the handler logged since.
+    if (log_on_release_) {
+      log_on_release_ = false;
+      finish_log(rec_.status);
+    }
   }
 
   void close_if_idle() {
@@ -164,6 +170,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   AccessRecord rec_;
   double t_start_ = 0;
   bool logged_ = true;
+  bool log_on_release_ = false;  // the client left; log when the handler lets go
+  double t_end_ = 0;             // when the client left
 
   // Response writing.
   std::shared_ptr<http::response<http::string_body>> res_;
@@ -495,7 +503,8 @@ void Connection::finish_log(int status) {
   if (logged_) return;
   logged_ = true;
   rec_.status = status;
-  rec_.seconds = steady_now() - t_start_;
+  rec_.seconds = (t_end_ > 0 ? t_end_ : steady_now()) - t_start_;
+  t_end_ = 0;
   if (srv_.log) srv_.log(rec_);
 }
 
@@ -509,7 +518,9 @@ void Connection::close() {
   if (phase_ == Phase::kHandling || phase_ == Phase::kStreaming) {
     rec_.client_closed = true;
     // 499 (nginx's "client closed request") when nothing was sent yet.
-    finish_log(rec_.status != 0 ? rec_.status : 499);
+    if (rec_.status == 0) rec_.status = 499;
+    t_end_ = steady_now();
+    log_on_release_ = !logged_;
     phase_ = Phase::kDone;
     if (auto fn = std::move(on_close_)) fn();
   }
@@ -611,6 +622,10 @@ int HttpServer::port() const { return impl_->port; }
 const std::string& HttpServer::host() const { return impl_->opt.host; }
 int64_t HttpServer::connections_open() const { return impl_->open.load(); }
 int64_t HttpServer::connections_total() const { return impl_->total.load(); }
+
+void HttpServer::post(std::function<void()> fn) {
+  if (impl_->alive->load()) net::post(impl_->ioc, std::move(fn));
+}
 
 void HttpServer::on_signal(std::function<void(int)> fn) {
   std::lock_guard<std::mutex> lk(impl_->mu);

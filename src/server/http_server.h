@@ -107,6 +107,8 @@ class HttpServer {
   int64_t connections_open() const;
   int64_t connections_total() const;
 
+  // Runs `fn` on one of the server's threads (not on any connection's strand).
+  void post(std::function<void()> fn);
   // Calls `fn` (on a server thread) on SIGINT or SIGTERM.
   void on_signal(std::function<void(int)> fn);
   // Closes the listener and connections waiting for a request; the others close after their

@@ -70,6 +70,11 @@ struct OpenAiServer::Impl final : ServeContext {
   int64_t max_seq_tokens = 0;
   int64_t created = static_cast<int64_t>(std::time(nullptr));
 
+  // Engine events on their way to the connections' strands (from_engine).
+  std::mutex outbox_mu;
+  std::vector<std::pair<std::shared_ptr<HttpExchange>, std::function<void()>>> outbox;
+  bool outbox_scheduled = false;
+
   std::mutex mu;  // in-flight count and the shutdown signal
   std::condition_variable cv;
   int64_t in_flight = 0;
@@ -85,6 +90,25 @@ struct OpenAiServer::Impl final : ServeContext {
   void cancel(RequestId id) override {
     std::shared_lock<std::shared_mutex> lk(engine_mu);
     if (engine) engine->cancel(id);
+  }
+  void from_engine(const std::shared_ptr<HttpExchange>& ex, std::function<void()> fn) override {
+    bool schedule = false;
+    {
+      std::lock_guard<std::mutex> lk(outbox_mu);
+      outbox.emplace_back(ex, std::move(fn));
+      schedule = !outbox_scheduled;
+      outbox_scheduled = true;
+    }
+    if (schedule) http->post([this] { drain_outbox(); });
+  }
+  void drain_outbox() {
+    std::vector<std::pair<std::shared_ptr<HttpExchange>, std::function<void()>>> batch;
+    {
+      std::lock_guard<std::mutex> lk(outbox_mu);
+      batch.swap(outbox);
+      outbox_scheduled = false;
+    }
+    for (auto& [ex, fn] : batch) ex->post(std::move(fn));
   }
   std::vector<int32_t> encode(const std::string& text, bool add_bos) const override { return tok->encode(text, add_bos, true); }
   std::string decode(const std::vector<int32_t>& t) const override { return tok->decode(t); }
