@@ -57,7 +57,7 @@ void GenerateCall::start() {
 
   for (size_t p = 0; p < req_.prompts.size(); ++p) {
     const Prompt& pr = req_.prompts[p];
-    std::vector<int32_t> t = pr.is_tokens ? pr.tokens : ctx_.encode(pr.text, pr.add_bos);
+    std::vector<int32_t> t = pr.is_tokens ? pr.tokens : !pr.segments.empty() ? ctx_.encode_segments(pr.segments) : ctx_.encode(pr.text, pr.add_bos);
     if (t.empty()) return ex_->respond(ctx_.error_response(invalid_request("the prompt is empty", chat ? "messages" : "prompt"), ex_->request()));
     prompt_tokens_.push_back(std::move(t));
   }

@@ -29,7 +29,10 @@ class ServeContext {
   // the I/O thread together, in one wakeup (a wakeup per token would preempt the engine's
   // threads wherever cores are short, and its barriers wait for the preempted one).
   virtual void from_engine(const std::shared_ptr<HttpExchange>& ex, std::function<void()> fn) = 0;
+  // Special tokens written in `text` are parsed as such.
   virtual std::vector<int32_t> encode(const std::string& text, bool add_bos) const = 0;
+  // A chat prompt in pieces (Prompt::segments): special tokens parsed only where a piece allows.
+  virtual std::vector<int32_t> encode_segments(const std::vector<std::pair<std::string, bool>>& segments) const = 0;
   virtual std::string decode(const std::vector<int32_t>& tokens) const = 0;
   virtual std::string_view piece(int32_t id) const = 0;
   virtual int32_t bos_id() const = 0;

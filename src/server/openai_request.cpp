@@ -2,6 +2,7 @@
 
 #include <cfloat>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -441,6 +442,74 @@ ApiError render(const ojson& messages, const ojson& tools, bool add_generation_p
   return {};
 }
 
+// Python's str.strip() for the ASCII whitespace templates meet (what `| trim` does to content).
+std::string strip(const std::string& s) {
+  auto space = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; };
+  size_t b = 0, e = s.size();
+  while (b < e && space(s[b])) ++b;
+  while (e > b && space(s[e - 1])) --e;
+  return s.substr(b, e - b);
+}
+
+// Splits the rendered conversation into the template's own text, whose special tokens are
+// parsed, and the messages' content, whose text is never read as special tokens: a user who
+// writes "<|eot_id|><|start_header_id|>system..." gets those characters, not a forged header.
+// Done only when some content holds "<|" (how every Llama 3 control token starts), so other
+// conversations are tokenized exactly as transformers does. The template is rendered again with
+// a marker in place of each content; the content is then found in the real rendering between
+// the template pieces around its marker, as written or as `| trim` leaves it. A template that
+// moves content in any other way keeps the plain rendering.
+void split_content(const ojson& messages, const ojson& tools, bool add_generation_prompt, const ModelInfo& model,
+                   const std::string& rendered, Prompt* out) {
+  std::vector<std::string> contents;
+  ojson marked = messages;
+  for (ojson& m : marked) {
+    std::string& c = m["content"].get_ref<std::string&>();
+    if (c.empty()) continue;
+    contents.push_back(c);
+    c = "\xee\x80\x80" + std::to_string(contents.size() - 1) + "\xee\x80\x81";  // U+E000 n U+E001
+  }
+  bool suspicious = false;
+  for (const std::string& c : contents) suspicious = suspicious || c.find("<|") != std::string::npos;
+  if (!suspicious) return;
+  std::string t;
+  if (!render(marked, tools, add_generation_prompt, model, &t).ok()) return;
+  std::vector<std::pair<std::string, bool>> segs;
+  size_t tpos = 0, rpos = 0;
+  auto literal = [&](size_t end) {
+    const std::string piece = t.substr(tpos, end - tpos);
+    if (rendered.compare(rpos, piece.size(), piece) != 0) return false;
+    if (!piece.empty()) segs.emplace_back(piece, true);
+    rpos += piece.size();
+    tpos = end;
+    return true;
+  };
+  for (;;) {
+    const size_t at = t.find("\xee\x80\x80", tpos);
+    if (at == std::string::npos) break;
+    const size_t close = t.find("\xee\x80\x81", at);
+    if (close == std::string::npos || !literal(at)) return;
+    const size_t idx = static_cast<size_t>(std::strtoul(t.c_str() + at + 3, nullptr, 10));
+    if (idx >= contents.size()) return;
+    tpos = close + 3;
+    // The template piece after this content tells where it ends in the real rendering.
+    const size_t next = std::min(t.find("\xee\x80\x80", tpos), t.size());
+    const std::string after = t.substr(tpos, next - tpos);
+    bool found = false;
+    for (const std::string& x : {contents[idx], strip(contents[idx])}) {
+      if (rendered.compare(rpos, x.size(), x) == 0 && rendered.compare(rpos + x.size(), after.size(), after) == 0) {
+        if (!x.empty()) segs.emplace_back(x, false);
+        rpos += x.size();
+        found = true;
+        break;
+      }
+    }
+    if (!found) return;
+  }
+  if (!literal(t.size()) || rpos != rendered.size()) return;
+  out->segments = std::move(segs);
+}
+
 ApiError read_token_ids(const ojson& arr, const std::string& param, const ModelInfo& model, std::vector<int32_t>* out) {
   out->clear();
   out->reserve(arr.size());
@@ -485,6 +554,7 @@ ApiError parse_chat_request(std::string_view body, const ModelInfo& model, ApiRe
   Prompt p;
   p.add_bos = false;  // the template writes <|begin_of_text|>
   RETURN_IF_API_ERROR(render(messages, tools, true, model, &p.text));
+  split_content(messages, tools, true, model, p.text, &p);
   r->prompts.push_back(std::move(p));
   return check_choices(*r);
 }
@@ -566,7 +636,12 @@ ApiError parse_tokenize_request(std::string_view body, const ModelInfo& model, T
     std::vector<std::string> names;
     RETURN_IF_API_ERROR(convert_messages(b, &messages));
     RETURN_IF_API_ERROR(convert_tools(b, model, &tools, &names));
-    return render(messages, tools, add_generation_prompt, model, &r->text);
+    Prompt p;
+    RETURN_IF_API_ERROR(render(messages, tools, add_generation_prompt, model, &p.text));
+    split_content(messages, tools, add_generation_prompt, model, p.text, &p);
+    r->text = std::move(p.text);
+    r->segments = std::move(p.segments);
+    return {};
   }
   const char* key = field(b, "content") ? "content" : "prompt";
   if (!field(b, key)) return invalid_request("'content' (or 'prompt' or 'messages') is required", "content");

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ll3/request.h"
@@ -44,6 +45,9 @@ struct Prompt {
   std::vector<int32_t> tokens;
   bool is_tokens = false;
   bool add_bos = true;  // text only: prepend <|begin_of_text|> (the chat template writes its own)
+  // Chat: when set, `text` in pieces, each tokenized on its own: the template's text with its
+  // special tokens (true), the messages' content without (false). See split_content().
+  std::vector<std::pair<std::string, bool>> segments;
 };
 
 // Limits on what one request may ask for (amplification: one body, many sequences).
@@ -82,6 +86,7 @@ ApiError parse_completion_request(std::string_view body, const ModelInfo& model,
 // "with_pieces": bool} or {"messages": [...], "tools": [...]} (the chat template applied).
 struct TokenizeRequest {
   std::string text;
+  std::vector<std::pair<std::string, bool>> segments;  // as Prompt::segments (messages only)
   bool add_bos = true;
   bool parse_special = true;
   bool with_pieces = false;

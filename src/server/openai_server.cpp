@@ -111,6 +111,11 @@ struct OpenAiServer::Impl final : ServeContext {
     for (auto& [ex, fn] : batch) ex->post(std::move(fn));
   }
   std::vector<int32_t> encode(const std::string& text, bool add_bos) const override { return tok->encode(text, add_bos, true); }
+  std::vector<int32_t> encode_segments(const std::vector<std::pair<std::string, bool>>& segments) const override {
+    std::vector<int32_t> out;
+    for (const auto& [text, special] : segments) tok->encode_into(text, false, special, out);
+    return out;
+  }
   std::string decode(const std::vector<int32_t>& t) const override { return tok->decode(t); }
   std::string_view piece(int32_t id) const override { return tok->piece(id); }
   int32_t bos_id() const override { return tok->bos_id(); }
@@ -320,7 +325,13 @@ void OpenAiServer::Impl::tokenize(HttpExchange& ex) {
   TokenizeRequest t;
   ApiError e = parse_tokenize_request(ex.request().body, info, &t);
   if (!e.ok()) return ex.respond(error_response(e, ex.request()));
-  const std::vector<int32_t> ids = tok->encode(t.text, t.add_bos, t.parse_special);
+  std::vector<int32_t> ids;
+  if (!t.segments.empty()) {
+    if (t.add_bos && tok->bos_id() >= 0) ids.push_back(tok->bos_id());
+    for (const auto& [text, special] : t.segments) tok->encode_into(text, false, special && t.parse_special, ids);
+  } else {
+    ids = tok->encode(t.text, t.add_bos, t.parse_special);
+  }
   ojson tokens = ojson::array();
   for (int32_t id : ids) {
     if (t.with_pieces) {
