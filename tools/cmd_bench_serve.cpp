@@ -8,7 +8,10 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+// clang-format off: <utility> first, Boost 1.74's asio/awaitable.hpp uses std::exchange without it (GCC 12)
+#include <utility>
 #include <boost/asio.hpp>
+// clang-format on
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>

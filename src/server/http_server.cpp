@@ -4,7 +4,10 @@
 #include <sys/socket.h>
 
 #include <atomic>
+// clang-format off: <utility> first, Boost 1.74's asio/awaitable.hpp uses std::exchange without it (GCC 12)
+#include <utility>
 #include <boost/asio.hpp>
+// clang-format on
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cerrno>
@@ -354,6 +357,7 @@ void Connection::respond(uint64_t seq, HttpResponse r) {
   if (seq != seq_ || phase_ != Phase::kHandling) return;
   if (closed_) return;
   phase_ = Phase::kDone;
+  on_close_ = nullptr;  // it may hold the handler's state, which holds this connection
   const bool ka = keep_alive_ && !srv_.draining;
   res_ = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(r.status), version_);
   res_->set(http::field::server, "ll3");
@@ -433,6 +437,7 @@ void Connection::kick() {
   }
   if (!end_requested_) return;
   phase_ = Phase::kDone;
+  on_close_ = nullptr;
   if (raw_stream_) {
     finish_log(rec_.status);
     return linger_close();
@@ -524,6 +529,7 @@ void Connection::close() {
     phase_ = Phase::kDone;
     if (auto fn = std::move(on_close_)) fn();
   }
+  on_close_ = nullptr;
 }
 
 }  // namespace

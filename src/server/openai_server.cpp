@@ -9,6 +9,7 @@
 #include <ctime>
 #include <mutex>
 #include <shared_mutex>
+#include <thread>
 
 #include "core/sha256.h"
 #include "engine/model_impl.h"
@@ -502,6 +503,10 @@ void OpenAiServer::shutdown(double grace_s) {
     // The cancelled requests' last words reach their clients.
     std::unique_lock<std::mutex> lk(s.mu);
     s.cv.wait_for(lk, std::chrono::seconds(2), [&] { return s.in_flight == 0; });
+  }
+  // Their last bytes leave before the connections are cut (each closes after its response).
+  for (const double until = steady_now() + 2; s.http->connections_open() > 0 && steady_now() < until;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   s.http->stop();
 }

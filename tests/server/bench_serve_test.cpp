@@ -3,7 +3,10 @@
 // refused. And the flags around the server: --alias, LL3_API_KEY, idle and slow-header timeouts.
 #include <gtest/gtest.h>
 
+// clang-format off: <utility> first, Boost 1.74's asio/awaitable.hpp uses std::exchange without it (GCC 12)
+#include <utility>
 #include <boost/asio.hpp>
+// clang-format on
 #include <chrono>
 #include <cstdlib>
 #include <sstream>

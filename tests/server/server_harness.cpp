@@ -7,7 +7,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+// clang-format off: <utility> first, Boost 1.74's asio/awaitable.hpp uses std::exchange without it (GCC 12)
+#include <utility>
 #include <boost/asio.hpp>
+// clang-format on
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>

@@ -8,7 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+// clang-format off: <utility> first, Boost 1.74's asio/awaitable.hpp uses std::exchange without it (GCC 12)
+#include <utility>
 #include <boost/asio.hpp>
+// clang-format on
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -263,6 +266,26 @@ TEST(ServerHttp, DisconnectMidStreamFreesKv) {
   EXPECT_LT(now_s() - t0, 2.0);
   EXPECT_LT(metric(m, "ll3_generation_tokens_total") - generated_before, 1000) << "stopped long before max_tokens";
   EXPECT_EQ(metric(m, "ll3_http_requests_in_flight"), 0);
+}
+
+// Connections closed by their clients are gone from the server too (nothing holds them): after
+// plain, streamed and abandoned requests, only the probe's connection is open.
+TEST(ServerHttp, ClosedConnectionsAreReleased) {
+  REQUIRE_SERVER();
+  for (int i = 0; i < 3; ++i) {
+    HttpClient c = main_client();
+    ASSERT_EQ(post(c, "/v1/chat/completions", chat_body(2)).status, 200);
+    json b = chat_body(2);
+    b["stream"] = true;
+    ASSERT_EQ(c.stream("/v1/chat/completions", b.dump()).status, 200);
+    HttpClient gone = main_client();
+    b["max_tokens"] = 500;
+    gone.stream("/v1/chat/completions", b.dump(), [](const std::string&) { return false; });
+  }
+  HttpClient probe = main_client();
+  std::string m;
+  EXPECT_TRUE(wait_metrics(probe, 5, [](const std::string& body) { return metric(body, "ll3_http_connections_open") == 1; }, &m))
+      << metric(m, "ll3_http_connections_open") << " open";
 }
 
 // A server with one sequence and a queue of one: a running request, a queued one, and the next
