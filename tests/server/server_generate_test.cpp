@@ -392,11 +392,15 @@ TEST(ServerGenerate, ToolsReachTheTemplateAndTheOutput) {
   ASSERT_EQ(r.status, 200) << r.body;
   json ch = r.body_json()["choices"][0];
   const bool call = ch["finish_reason"] == "tool_calls";
-  if (!call) EXPECT_EQ(ch["message"]["content"], want.text);
+  if (!call) {
+    EXPECT_EQ(ch["message"]["content"], want.text);
+  }
   body["stream"] = true;
   Reply s = c.stream("/v1/chat/completions", body.dump());
   ASSERT_EQ(s.status, 200) << s.error_message;
-  if (!call) EXPECT_EQ(summarize(s.events, true).content, want.text);
+  if (!call) {
+    EXPECT_EQ(summarize(s.events, true).content, want.text);
+  }
   // A conversation with a call and its result renders both in Llama 3.1's format.
   messages.push_back(json::parse(R"({"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
     "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]})"));

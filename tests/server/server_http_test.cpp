@@ -43,8 +43,12 @@ void expect_error(const Reply& r, int status, const std::string& param = "", con
   EXPECT_TRUE(e["message"].is_string() && !e["message"].get<std::string>().empty()) << r.body;
   EXPECT_TRUE(e["type"].is_string()) << r.body;
   EXPECT_TRUE(e.contains("param") && e.contains("code")) << r.body;
-  if (!param.empty()) EXPECT_EQ(e["param"], param) << r.body;
-  if (!code.empty()) EXPECT_EQ(e["code"], code) << r.body;
+  if (!param.empty()) {
+    EXPECT_EQ(e["param"], param) << r.body;
+  }
+  if (!code.empty()) {
+    EXPECT_EQ(e["code"], code) << r.body;
+  }
 }
 
 // Polls /metrics until `pred` holds (or the timeout).
