@@ -8,11 +8,16 @@ function(ll3_collect_sources out)
   set(${out} ${srcs} PARENT_SCOPE)
 endfunction()
 
-# Sources of the parsers of untrusted input (for the sanitizer and fuzz builds).
+# Sources of the parsers of untrusted input (for the sanitizer and fuzz builds): core, io, the
+# tokenizer, and the server's OpenAI JSON conversion with what it calls (the sampling values'
+# validation, tool-call parsing, response building), which depend on nothing above the tokenizer.
 function(ll3_collect_parser_sources out)
   file(GLOB_RECURSE srcs CONFIGURE_DEPENDS
        ${CMAKE_SOURCE_DIR}/src/core/*.cpp ${CMAKE_SOURCE_DIR}/src/io/*.cpp
        ${CMAKE_SOURCE_DIR}/src/tokenizer/*.cpp)
+  list(APPEND srcs ${CMAKE_SOURCE_DIR}/src/engine/sampler.cpp
+       ${CMAKE_SOURCE_DIR}/src/server/openai_request.cpp ${CMAKE_SOURCE_DIR}/src/server/openai_output.cpp
+       ${CMAKE_SOURCE_DIR}/src/server/tool_calls.cpp)
   set(${out} ${srcs} PARENT_SCOPE)
 endfunction()
 

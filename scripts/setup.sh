@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(cmake make clang g++ libclang-rt-14-dev llvm-14 pkg-config libpcre2-dev
-          nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev ca-certificates)
+          nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libboost-dev curl ca-certificates)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -25,4 +25,11 @@ here="$(cd "$(dirname "$0")/.." && pwd)"
 shared="${LL3_SHARED:-$here/../shared}"
 if [ ! -f "$shared/tokenizers/llama3/tokenizer.json" ] && [ -x "$here/scripts/fetch-tokenizer.sh" ]; then
   "$here/scripts/fetch-tokenizer.sh"
+fi
+
+# The official OpenAI Node client for the server tests (tests/server/js, pinned by its
+# package-lock.json; node_modules is not committed).
+if command -v npm >/dev/null 2>&1 && [ ! -f "$here/tests/server/js/node_modules/openai/package.json" ]; then
+  (cd "$here/tests/server/js" && npm ci --no-audit --no-fund) ||
+    echo "setup: npm ci in tests/server/js failed; the OpenAI client test will be skipped (and fail under CI)"
 fi

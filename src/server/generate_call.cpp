@@ -1,0 +1,237 @@
+#include "server/generate_call.h"
+
+#include <cmath>
+#include <ctime>
+
+namespace ll3::server {
+
+ApiError submit_error(const Status& st, Endpoint endpoint, bool shutting_down) {
+  ApiError e;
+  e.message = st.message();
+  switch (st.code()) {
+    case StatusCode::kInvalid:
+      e.status = 400;
+      e.type = "invalid_request_error";
+      break;
+    case StatusCode::kTooLong:
+      e.status = 400;
+      e.type = "invalid_request_error";
+      e.code = "context_length_exceeded";
+      e.param = st.message().find("max_tokens") != std::string::npos
+                    ? "max_tokens"
+                    : endpoint == Endpoint::kChatCompletions ? "messages" : "prompt";
+      break;
+    case StatusCode::kUnavailable:
+      if (shutting_down) {
+        e.status = 503;
+        e.type = "server_error";
+        e.code = "shutting_down";
+      } else {
+        e.status = 429;
+        e.type = "rate_limit_error";
+        e.code = "queue_full";
+      }
+      break;
+    default:
+      e.status = 500;
+      e.type = "server_error";
+      break;
+  }
+  return e;
+}
+
+GenerateCall::GenerateCall(ServeContext& ctx, std::shared_ptr<HttpExchange> ex, ApiRequest req)
+    : ctx_(ctx), ex_(std::move(ex)), req_(std::move(req)) {}
+
+GenerateCall::~GenerateCall() {
+  if (started_ && !completed_) ctx_.call_finished();
+}
+
+void GenerateCall::start() {
+  const bool chat = req_.endpoint == Endpoint::kChatCompletions;
+  header_.endpoint = req_.endpoint;
+  header_.id = make_id(chat ? "chatcmpl-" : "cmpl-");
+  header_.model = ctx_.model().id;
+  header_.created = static_cast<int64_t>(std::time(nullptr));
+  header_.include_usage = req_.stream && req_.include_usage;
+
+  for (size_t p = 0; p < req_.prompts.size(); ++p) {
+    const Prompt& pr = req_.prompts[p];
+    std::vector<int32_t> t = pr.is_tokens ? pr.tokens : !pr.segments.empty() ? ctx_.encode_segments(pr.segments) : ctx_.encode(pr.text, pr.add_bos);
+    if (t.empty()) return ex_->respond(ctx_.error_response(invalid_request("the prompt is empty", chat ? "messages" : "prompt"), ex_->request()));
+    prompt_tokens_.push_back(std::move(t));
+  }
+  for (size_t p = 0; p < req_.prompts.size(); ++p) {
+    for (int j = 0; j < req_.n; ++j) {
+      ChoiceConfig cc;
+      cc.index = static_cast<int>(p) * req_.n + j;
+      cc.stream = req_.stream;
+      cc.logprobs = req_.logprobs;
+      cc.top_logprobs = req_.top_logprobs;
+      cc.tools = req_.tools;
+      cc.tool_names = req_.tool_names;
+      if (req_.echo && !chat) {
+        const Prompt& pr = req_.prompts[p];
+        const std::vector<int32_t>& t = prompt_tokens_[p];
+        const bool bos_added = !pr.is_tokens && pr.add_bos && !t.empty() && t[0] == ctx_.bos_id();
+        cc.echo_tokens.assign(t.begin() + (bos_added ? 1 : 0), t.end());
+        cc.echo_text = pr.is_tokens ? ctx_.decode(t) : pr.text;
+      }
+      outs_.emplace_back(&header_, std::move(cc), [&ctx = ctx_](int32_t id) { return ctx.piece(id); });
+      Choice c;
+      c.prompt = p;
+      choices_.push_back(c);
+    }
+  }
+
+  ctx_.call_started();
+  started_ = true;
+  auto self = shared_from_this();
+  ex_->on_close([self] { self->client_gone(); });
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    Request r = req_.base;
+    r.tokens = prompt_tokens_[choices_[i].prompt];
+    const int j = static_cast<int>(i % static_cast<size_t>(req_.n));
+    if (req_.seeded && j > 0) {
+      r.sampling.seed += static_cast<uint64_t>(j);  // n choices from one seed differ, and repeat
+      if (r.sampling.seed == kRandomSeed) r.sampling.seed = 0;
+    }
+    // On the engine's thread: hand over and return at once.
+    r.on_token = [self, i](const TokenEvent& ev) {
+      self->ctx_.from_engine(self->ex_, [self, i, ev] { self->on_token(i, ev); });
+      return true;
+    };
+    r.on_finish = [self, i](const FinishInfo& f) { self->ctx_.from_engine(self->ex_, [self, i, f] { self->on_finish(i, f); }); };
+    Result<RequestId> id = ctx_.submit(std::move(r));
+    if (!id.ok()) {
+      fail(submit_error(id.status(), req_.endpoint, ctx_.shutting_down()));
+      break;
+    }
+    choices_[i].id = id.value();
+    choices_[i].live = true;
+    ++live_;
+  }
+  if (live_ == 0) return complete();
+  if (!error_.ok()) return;  // complete() answers once the submitted choices have ended
+  if (req_.stream) {
+    // Only now that every choice is queued: a refusal before this point is a plain error
+    // response with its status.
+    streaming_ = true;
+    Headers h = ctx_.common_headers(ex_->request());
+    h.emplace_back("Cache-Control", "no-cache");
+    h.emplace_back("X-Accel-Buffering", "no");  // proxies: do not buffer the stream
+    ex_->start_stream(200, "text/event-stream", std::move(h));
+    std::string first;
+    for (ChoiceOutput& o : outs_) first += o.start();
+    ex_->write(std::move(first));
+  }
+}
+
+void GenerateCall::on_token(size_t i, const TokenEvent& ev) {
+  if (gone_ || !error_.ok()) return;
+  Choice& c = choices_[i];
+  if (c.last_token_s >= 0) ctx_.metrics().itl.observe(ev.seconds - c.last_token_s);
+  c.last_token_s = ev.seconds;
+  std::string chunk = outs_[i].token(ev);
+  if (streaming_ && !chunk.empty()) ex_->write(std::move(chunk));
+}
+
+void GenerateCall::on_finish(size_t i, const FinishInfo& f) {
+  Choice& c = choices_[i];
+  c.live = false;
+  c.fin = f;
+  --live_;
+  if (f.completion_tokens > 0) ctx_.metrics().ttft.observe(f.first_token_seconds);
+  if (!gone_ && error_.ok()) {
+    if (f.reason == FinishReason::kError) {
+      ApiError e;
+      e.status = 500;
+      e.type = "server_error";
+      e.message = "generation failed: " + f.error;
+      fail(e);
+    } else if (f.reason == FinishReason::kCancelled) {
+      // Neither the client (gone_) nor an error of ours (error_) asked for it: the engine is
+      // stopping.
+      ApiError e;
+      e.status = 503;
+      e.type = "server_error";
+      e.code = "shutting_down";
+      e.message = "the server is shutting down; the request was cancelled";
+      fail(e);
+    } else {
+      std::string chunk = outs_[i].finish(f);
+      if (streaming_ && !chunk.empty()) ex_->write(std::move(chunk));
+    }
+  }
+  if (live_ == 0) complete();
+}
+
+void GenerateCall::fail(ApiError e) {
+  if (!error_.ok()) return;
+  error_ = std::move(e);
+  for (Choice& c : choices_) {
+    if (c.live) ctx_.cancel(c.id);
+  }
+}
+
+void GenerateCall::client_gone() {
+  if (gone_ || completed_) return;
+  gone_ = true;
+  for (Choice& c : choices_) {
+    if (c.live) ctx_.cancel(c.id);
+  }
+}
+
+void GenerateCall::complete() {
+  if (completed_) return;
+  completed_ = true;
+  Usage u;
+  std::string finish;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const FinishInfo& f = choices_[i].fin;
+    u.completion_tokens += f.completion_tokens;
+    if (i % static_cast<size_t>(req_.n) == 0) {  // the prompt counts once, as OpenAI counts it
+      u.prompt_tokens += f.prompt_tokens > 0 ? f.prompt_tokens : static_cast<int64_t>(prompt_tokens_[choices_[i].prompt].size());
+      u.cached_tokens += f.cached_tokens;
+    }
+    if (i == 0) finish = outs_[0].finish_reason();
+  }
+  ex_->log_field("id", header_.id);
+  ex_->log_field("stream", streaming_);
+  ex_->log_field("choices", static_cast<int64_t>(choices_.size()));
+  ex_->log_field("prompt_tokens", u.prompt_tokens);
+  ex_->log_field("cached_tokens", u.cached_tokens);
+  ex_->log_field("completion_tokens", u.completion_tokens);
+  if (!choices_.empty()) ex_->log_field("ttft_ms", std::round(choices_[0].fin.first_token_seconds * 1e4) / 10);
+  if (!error_.ok()) {
+    ex_->log_field("error", error_.message);
+  } else if (!gone_) {
+    ex_->log_field("finish_reason", finish);
+  }
+  if (started_) ctx_.call_finished();
+  if (gone_) return;
+  if (streaming_ && error_.ok()) {
+    std::string tail;
+    if (req_.include_usage) tail += usage_chunk(header_, u);
+    tail += kSseDone;
+    ex_->write(std::move(tail));
+    ex_->end();
+    return;
+  }
+  if (streaming_) {
+    // The stream had begun when the error came (the engine stopping): OpenAI's clients raise
+    // an `error` event as an exception.
+    ex_->write(sse_event(error_json(error_)) + std::string(kSseDone));
+    ex_->end();
+    return;
+  }
+  if (!error_.ok()) return ex_->respond(ctx_.error_response(error_, ex_->request()));
+  ojson choices = ojson::array();
+  for (const ChoiceOutput& o : outs_) choices.push_back(o.choice());
+  HttpResponse r;
+  r.body = dump_json(response_json(header_, false, std::move(choices), &u));
+  r.headers = ctx_.common_headers(ex_->request());
+  ex_->respond(std::move(r));
+}
+
+}  // namespace ll3::server

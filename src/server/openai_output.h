@@ -1,0 +1,118 @@
+// Engine events -> OpenAI JSON: response objects, stream chunks (Server-Sent Events exactly as
+// OpenAI sends them), usage, logprobs in the chat and the legacy completions shapes, errors.
+// ChoiceOutput turns one choice's token events into chunks (streaming) or into its final
+// `choices[]` entry; with tools it holds back output that starts like a tool call and returns it
+// as `tool_calls`. Pure: no I/O, no engine, testable with synthetic events.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ll3/request.h"
+#include "server/openai_request.h"
+#include "server/tool_calls.h"
+
+namespace ll3::server {
+
+using ojson = nlohmann::ordered_json;
+
+// Serializes for the wire: invalid UTF-8 (a token's raw bytes may be part of a character)
+// becomes U+FFFD instead of an exception.
+std::string dump_json(const ojson& j);
+
+ojson error_json(const ApiError& e);
+// "data: {json}\n\n", and the stream's end.
+std::string sse_event(const ojson& j);
+inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
+
+// A random id with a prefix: "chatcmpl-" + 24 hex digits.
+std::string make_id(const char* prefix);
+
+struct Usage {
+  int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
+};
+ojson usage_json(const Usage& u);
+
+// What every object of one response shares.
+struct ResponseHeader {
+  Endpoint endpoint = Endpoint::kChatCompletions;
+  std::string id;
+  std::string model;
+  int64_t created = 0;
+  bool include_usage = false;  // stream chunks carry "usage": null until the usage chunk
+};
+// An object of the response with its choices: chat.completion, chat.completion.chunk or
+// text_completion (with "usage" when given).
+ojson response_json(const ResponseHeader& h, bool chunk, ojson choices, const Usage* usage);
+// The stream's last chunk before [DONE] when usage was asked for: no choices, the usage.
+std::string usage_chunk(const ResponseHeader& h, const Usage& u);
+
+// The text of a token id (the tokenizer's raw piece), for top_logprobs.
+using PieceFn = std::function<std::string_view(int32_t)>;
+
+struct ChoiceConfig {
+  int index = 0;
+  bool stream = false;
+  bool logprobs = false;
+  int top_logprobs = 0;
+  bool tools = false;
+  std::vector<std::string> tool_names;
+  // Completions with echo: the prompt's text (and tokens, listed in the legacy logprobs with
+  // null log-probabilities: the engine computes none for prompt tokens).
+  std::string echo_text;
+  std::vector<int32_t> echo_tokens;
+};
+
+class ChoiceOutput {
+ public:
+  ChoiceOutput(const ResponseHeader* header, ChoiceConfig config, PieceFn piece);
+
+  // Streaming: the chunks to send at the start (chat: the role; completions: the echo), for one
+  // token event (one chunk per token; none while a possible tool call is held back), and at the
+  // end (the held-back tail as content or the tool calls, with the finish reason). Without
+  // streaming the same calls return "" and build the final entry.
+  std::string start();
+  std::string token(const TokenEvent& ev);
+  std::string finish(const FinishInfo& f);
+
+  // Non-streaming: this choice's entry of "choices".
+  ojson choice() const;
+  const std::string& text() const { return text_; }
+  const std::string& finish_reason() const { return finish_reason_; }
+  const std::vector<ToolCall>& tool_calls() const { return calls_; }
+  int64_t tokens() const { return n_tokens_; }
+
+ private:
+  struct TokenLogprob {
+    std::string token;  // raw bytes
+    float logprob = 0;
+    std::vector<std::pair<std::string, float>> top;
+    int64_t text_offset = 0;
+  };
+  TokenLogprob record(const TokenEvent& ev) const;
+  ojson chat_logprobs(const std::vector<TokenLogprob>& lps) const;
+  ojson legacy_logprobs(const std::vector<TokenLogprob>& lps, bool with_echo) const;
+  // A streamed chunk with content `text` and the logprobs of `lps`; finish_reason when given.
+  std::string content_chunk(const std::string& text, const std::vector<TokenLogprob>& lps, const char* finish) const;
+  std::string tool_call_chunks() const;
+  std::string call_id(size_t k) const;
+  bool chat() const { return header_->endpoint == Endpoint::kChatCompletions; }
+
+  const ResponseHeader* header_;
+  ChoiceConfig cfg_;
+  PieceFn piece_;
+  enum class Mode { kContent, kUndecided, kCall } mode_;
+  std::string text_;                     // content so far (chat) / output text (completions)
+  std::string held_;                     // tools: output not yet sent, maybe a call
+  std::vector<TokenLogprob> logprobs_;   // every token's (non-streaming, and held ones)
+  size_t held_logprobs_ = 0;             // logprobs_[held_logprobs_..] not yet streamed
+  std::vector<ToolCall> calls_;
+  std::string finish_reason_;
+  int64_t n_tokens_ = 0;
+};
+
+}  // namespace ll3::server

@@ -1,0 +1,321 @@
+// Engine events -> OpenAI output, with synthetic events: stream chunks in OpenAI's order, the
+// held-back tail, logprobs in both shapes, tool calls (bare JSON, after <|python_tag|>,
+// several, not a call after all) streamed and not, and the Prometheus exposition format.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "server/metrics.h"
+#include "server/openai_output.h"
+#include "server/tool_calls.h"
+
+namespace ll3::server {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+std::string_view piece_of(int32_t id) {
+  static const std::string pieces[] = {"a", "b", "{", "\"", "\xe2\x82", "x"};
+  return pieces[id % 6];
+}
+
+TokenEvent ev(int32_t token, std::string piece, std::string text, float lp = -0.5f) {
+  TokenEvent e;
+  e.token = token;
+  e.piece = std::move(piece);
+  e.text = std::move(text);
+  e.logprob = lp;
+  e.top_logprobs = {{token, lp}, {5, lp - 1}};
+  return e;
+}
+
+// The JSON payloads of an SSE text.
+std::vector<json> events(const std::string& sse) {
+  std::vector<json> out;
+  size_t at = 0;
+  while (at < sse.size()) {
+    const size_t end = sse.find("\n\n", at);
+    EXPECT_NE(end, std::string::npos) << sse;
+    if (end == std::string::npos) break;
+    const std::string e = sse.substr(at, end - at);
+    EXPECT_EQ(e.rfind("data: ", 0), 0u) << e;
+    out.push_back(json::parse(e.substr(6)));
+    at = end + 2;
+  }
+  return out;
+}
+
+ResponseHeader chat_header() {
+  ResponseHeader h;
+  h.endpoint = Endpoint::kChatCompletions;
+  h.id = "chatcmpl-abc";
+  h.model = "m";
+  h.created = 42;
+  return h;
+}
+
+FinishInfo fin(FinishReason r, std::string tail = "") {
+  FinishInfo f;
+  f.reason = r;
+  f.text = std::move(tail);
+  return f;
+}
+
+TEST(OpenAiOutput, ChatStreamChunksInOpenAisOrder) {
+  ResponseHeader h = chat_header();
+  h.include_usage = true;
+  ChoiceConfig c;
+  c.stream = true;
+  ChoiceOutput o(&h, c, piece_of);
+  std::string sse = o.start() + o.token(ev(0, "a", "a")) + o.token(ev(4, "\xe2\x82", "")) +
+                    o.token(ev(5, "\xac", "\xe2\x82\xac")) + o.finish(fin(FinishReason::kLength, "!"));
+  std::vector<json> e = events(sse);
+  ASSERT_EQ(e.size(), 5u);
+  for (const json& j : e) {
+    EXPECT_EQ(j["id"], "chatcmpl-abc");
+    EXPECT_EQ(j["object"], "chat.completion.chunk");
+    EXPECT_EQ(j["created"], 42);
+    EXPECT_EQ(j["model"], "m");
+    EXPECT_TRUE(j["usage"].is_null());  // include_usage: null until the usage chunk
+    ASSERT_EQ(j["choices"].size(), 1u);
+  }
+  EXPECT_EQ(e[0]["choices"][0]["delta"], json::parse(R"({"role": "assistant", "content": ""})"));
+  EXPECT_EQ(e[1]["choices"][0]["delta"]["content"], "a");
+  EXPECT_EQ(e[2]["choices"][0]["delta"]["content"], "");  // one chunk per token, even when held back
+  EXPECT_EQ(e[3]["choices"][0]["delta"]["content"], "\xe2\x82\xac");
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(e[i]["choices"][0]["finish_reason"].is_null());
+  // The tail held back until the end goes out with the finish reason.
+  EXPECT_EQ(e[4]["choices"][0]["delta"]["content"], "!");
+  EXPECT_EQ(e[4]["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(o.text(), "a\xe2\x82\xac!");
+  EXPECT_EQ(o.tokens(), 3);
+  // Without a tail the last chunk has an empty delta, as OpenAI's does.
+  ChoiceOutput o2(&h, c, piece_of);
+  std::vector<json> e2 = events(o2.finish(fin(FinishReason::kStop)));
+  EXPECT_EQ(e2[0]["choices"][0]["delta"], json::object());
+  EXPECT_EQ(e2[0]["choices"][0]["finish_reason"], "stop");
+  std::vector<json> u = events(usage_chunk(h, Usage{5, 3, 2}));
+  EXPECT_EQ(u[0]["choices"], json::array());
+  EXPECT_EQ(u[0]["usage"], json::parse(R"({"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8,
+                                            "prompt_tokens_details": {"cached_tokens": 2}})"));
+}
+
+TEST(OpenAiOutput, ChatLogprobsStreamedAndNot) {
+  ResponseHeader h = chat_header();
+  ChoiceConfig c;
+  c.logprobs = true;
+  c.top_logprobs = 2;
+  c.stream = true;
+  ChoiceOutput s(&h, c, piece_of);
+  std::vector<json> e = events(s.token(ev(4, "\xe2\x82", "", -0.25f)));
+  const json& lp = e[0]["choices"][0]["logprobs"]["content"][0];
+  EXPECT_EQ(lp["logprob"], -0.25);
+  EXPECT_EQ(lp["bytes"], json::array({0xe2, 0x82}));  // exact bytes, though not UTF-8
+  EXPECT_EQ(lp["top_logprobs"].size(), 2u);
+  EXPECT_EQ(lp["top_logprobs"][1]["token"], "x");
+  c.stream = false;
+  ChoiceOutput n(&h, c, piece_of);
+  n.token(ev(0, "a", "a"));
+  n.token(ev(1, "b", "b"));
+  n.finish(fin(FinishReason::kStop));
+  json ch = n.choice();
+  EXPECT_EQ(ch["message"]["content"], "ab");
+  EXPECT_EQ(ch["message"]["role"], "assistant");
+  EXPECT_EQ(ch["finish_reason"], "stop");
+  ASSERT_EQ(ch["logprobs"]["content"].size(), 2u);
+  EXPECT_EQ(ch["logprobs"]["content"][1]["token"], "b");
+}
+
+TEST(OpenAiOutput, CompletionsLegacyLogprobsAndEcho) {
+  ResponseHeader h = chat_header();
+  h.endpoint = Endpoint::kCompletions;
+  h.id = "cmpl-1";
+  ChoiceConfig c;
+  c.logprobs = true;
+  c.top_logprobs = 2;
+  c.echo_text = "ab";
+  c.echo_tokens = {0, 1};
+  ChoiceOutput o(&h, c, piece_of);
+  o.token(ev(5, "x", "x", -0.1f));
+  o.token(ev(0, "a", "a", -0.2f));
+  o.finish(fin(FinishReason::kLength));
+  json ch = o.choice();
+  EXPECT_EQ(ch["text"], "abxa");
+  EXPECT_EQ(ch["finish_reason"], "length");
+  const json& lp = ch["logprobs"];
+  EXPECT_EQ(lp["tokens"], json::array({"a", "b", "x", "a"}));
+  EXPECT_EQ(lp["token_logprobs"][0], nullptr);
+  EXPECT_EQ(lp["token_logprobs"][1], nullptr);
+  EXPECT_FLOAT_EQ(lp["token_logprobs"][2].get<float>(), -0.1f);
+  EXPECT_EQ(lp["top_logprobs"][0], nullptr);
+  EXPECT_EQ(lp["top_logprobs"][3].size(), 2u);
+  EXPECT_EQ(lp["text_offset"], json::array({0, 1, 2, 3}));
+  json resp = response_json(h, false, json::array({ch}), nullptr);
+  EXPECT_EQ(resp["object"], "text_completion");
+  // Streamed: the echo first, then one chunk per token.
+  c.stream = true;
+  ChoiceOutput s(&h, c, piece_of);
+  std::vector<json> e = events(s.start() + s.token(ev(5, "x", "x")));
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_EQ(e[0]["choices"][0]["text"], "ab");
+  EXPECT_EQ(e[1]["choices"][0]["text"], "x");
+  EXPECT_EQ(e[1]["choices"][0]["logprobs"]["tokens"], json::array({"x"}));
+  EXPECT_EQ(e[1]["object"], "text_completion");
+}
+
+TEST(ToolCalls, ParsesLlama31Calls) {
+  const std::vector<std::string> names = {"get_weather", "f"};
+  auto one = parse_tool_calls(" {\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}} ", names);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].name, "get_weather");
+  EXPECT_EQ(one[0].arguments, "{\"city\":\"Paris\"}");
+  auto tagged = parse_tool_calls("<|python_tag|>{\"name\": \"f\", \"arguments\": {\"x\": [1, \"}\"]}}", names);
+  ASSERT_EQ(tagged.size(), 1u);
+  EXPECT_EQ(tagged[0].arguments, "{\"x\":[1,\"}\"]}");
+  auto two = parse_tool_calls("{\"name\": \"f\", \"parameters\": {}}; {\"name\": \"get_weather\"}", names);
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[1].arguments, "{}");
+  auto arr = parse_tool_calls("[{\"name\": \"f\", \"parameters\": {\"a\": 1}}, {\"name\": \"f\", \"parameters\": {\"a\": 2}}]", names);
+  ASSERT_EQ(arr.size(), 2u);
+  // Not calls: prose, unknown functions, built-in tool syntax, broken JSON, trailing prose.
+  for (const char* t : {"Hello", "{\"name\": \"nope\", \"parameters\": {}}", "<|python_tag|>brave_search.call(query=\"x\")",
+                        "{\"name\": \"f\", \"parameters\": {", "{\"name\": \"f\"} and more", "{\"parameters\": {}}", "",
+                        "{\"name\": 5}", "[]", "{\"name\": \"f\", \"parameters\": 7}"}) {
+    EXPECT_TRUE(parse_tool_calls(t, names).empty()) << t;
+  }
+  EXPECT_EQ(sniff_tool_call("  "), ToolSniff::kUndecided);
+  EXPECT_EQ(sniff_tool_call(" <|pyth"), ToolSniff::kUndecided);
+  EXPECT_EQ(sniff_tool_call("<|python_tag|>"), ToolSniff::kMaybeCall);
+  EXPECT_EQ(sniff_tool_call("\n{\"na"), ToolSniff::kMaybeCall);
+  EXPECT_EQ(sniff_tool_call("The"), ToolSniff::kContent);
+  EXPECT_EQ(sniff_tool_call("<|eot"), ToolSniff::kContent);
+}
+
+TEST(OpenAiOutput, ToolCallsStreamedAsDeltasAndWhole) {
+  ResponseHeader h = chat_header();
+  ChoiceConfig c;
+  c.tools = true;
+  c.tool_names = {"get_weather"};
+  c.stream = true;
+  const std::vector<std::string> pieces = {"<|python_tag|>", "{\"name\": \"get_weather\", ", "\"parameters\": {\"city\": ", "\"Paris\"}}"};
+  ChoiceOutput s(&h, c, piece_of);
+  std::string sse = s.start();
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const std::string chunk = s.token(ev(static_cast<int32_t>(i), pieces[i], pieces[i]));
+    EXPECT_TRUE(chunk.empty()) << "a possible call is held back";
+    sse += chunk;
+  }
+  sse += s.finish(fin(FinishReason::kStop));
+  std::vector<json> e = events(sse);
+  ASSERT_EQ(e.size(), 4u);
+  const json& first = e[1]["choices"][0]["delta"]["tool_calls"][0];
+  EXPECT_EQ(first["index"], 0);
+  EXPECT_EQ(first["type"], "function");
+  EXPECT_EQ(first["function"]["name"], "get_weather");
+  EXPECT_EQ(first["id"].get<std::string>().rfind("call_", 0), 0u);
+  EXPECT_EQ(e[2]["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"], "{\"city\":\"Paris\"}");
+  EXPECT_EQ(e[3]["choices"][0]["finish_reason"], "tool_calls");
+
+  c.stream = false;
+  ChoiceOutput n(&h, c, piece_of);
+  n.token(ev(0, "{\"name\": \"get_weather\", \"parameters\": {}}", "{\"name\": \"get_weather\", \"parameters\": {}}"));
+  n.finish(fin(FinishReason::kStop));
+  json ch = n.choice();
+  EXPECT_EQ(ch["finish_reason"], "tool_calls");
+  EXPECT_TRUE(ch["message"]["content"].is_null());
+  EXPECT_EQ(ch["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(ch["message"]["tool_calls"][0]["function"]["arguments"], "{}");
+
+  // Prose with tools offered streams as content once it cannot be a call.
+  c.stream = true;
+  ChoiceOutput p(&h, c, piece_of);
+  EXPECT_TRUE(p.token(ev(0, " ", " ")).empty());
+  std::vector<json> pe = events(p.token(ev(1, "Hi", "Hi")));
+  ASSERT_EQ(pe.size(), 1u);
+  EXPECT_EQ(pe[0]["choices"][0]["delta"]["content"], " Hi");
+  // Something that looked like a call and was not: it all comes out as content at the end.
+  ChoiceOutput q(&h, c, piece_of);
+  EXPECT_TRUE(q.token(ev(0, "{", "{")).empty());
+  std::vector<json> qe = events(q.finish(fin(FinishReason::kLength, "oops")));
+  EXPECT_EQ(qe.back()["choices"][0]["delta"]["content"], "{oops");
+  EXPECT_EQ(qe.back()["choices"][0]["finish_reason"], "length");
+}
+
+TEST(OpenAiOutput, ErrorsAndInvalidUtf8) {
+  ApiError e = invalid_request("bad", "temperature");
+  EXPECT_EQ(error_json(e), json::parse(R"({"error": {"message": "bad", "type": "invalid_request_error", "param": "temperature", "code": null}})"));
+  json j = json::object();
+  j["s"] = std::string("\xff\xfe");
+  EXPECT_EQ(dump_json(j), "{\"s\":\"\xef\xbf\xbd\xef\xbf\xbd\"}");
+  EXPECT_EQ(make_id("cmpl-").size(), 5u + 24u);
+  EXPECT_NE(make_id("x"), make_id("x"));
+}
+
+// The exposition format: HELP and TYPE before each family, cumulative buckets ending at +Inf
+// with the count, _sum and _count.
+TEST(Metrics, PrometheusExposition) {
+  Metrics m;
+  m.ttft.observe(0.003);
+  m.ttft.observe(0.003);
+  m.ttft.observe(100);
+  m.count_request(200);
+  m.count_request(429);
+  EngineStats st;
+  st.kv_blocks = 10;
+  st.kv_blocks_used = 5;
+  st.step_tokens[0] = 2;
+  st.step_tokens[3] = 1;
+  st.step_tokens_sum = 9;
+  std::string out = m.render(&st, ServerGauges{});
+  std::istringstream in(out);
+  std::string line, family, type;
+  std::map<std::string, std::string> types;
+  double last_bucket = -1;
+  while (std::getline(in, line)) {
+    ASSERT_FALSE(line.empty());
+    if (line.rfind("# HELP ", 0) == 0) {
+      family = line.substr(7, line.find(' ', 7) - 7);
+      continue;
+    }
+    if (line.rfind("# TYPE ", 0) == 0) {
+      ASSERT_EQ(line.substr(7, family.size()), family) << "TYPE follows its HELP";
+      types[family] = line.substr(8 + family.size());
+      last_bucket = -1;
+      continue;
+    }
+    ASSERT_EQ(line.rfind(family, 0), 0u) << line << " outside its family " << family;
+    const double v = std::strtod(line.c_str() + line.rfind(' ') + 1, nullptr);
+    ASSERT_TRUE(std::isfinite(v)) << line;
+    if (line.find("_bucket{le=") != std::string::npos) {
+      EXPECT_GE(v, last_bucket) << "cumulative: " << line;
+      last_bucket = v;
+    }
+  }
+  for (const char* c : {"ll3_requests_total", "ll3_prompt_tokens_total", "ll3_generation_tokens_total", "ll3_prefix_cache_hits_total",
+                        "ll3_prefix_cache_queries_total", "ll3_preemptions_total"}) {
+    EXPECT_EQ(types[c], "counter") << c;
+  }
+  for (const char* h : {"ll3_time_to_first_token_seconds", "ll3_inter_token_latency_seconds", "ll3_request_duration_seconds",
+                        "ll3_batch_tokens", "ll3_batch_sequences"}) {
+    EXPECT_EQ(types[h], "histogram") << h;
+  }
+  for (const char* g : {"ll3_requests_running", "ll3_requests_waiting", "ll3_kv_cache_usage_ratio"}) EXPECT_EQ(types[g], "gauge") << g;
+  EXPECT_NE(out.find("ll3_requests_total{status=\"429\"} 1\n"), std::string::npos);
+  EXPECT_NE(out.find("ll3_time_to_first_token_seconds_bucket{le=\"0.005\"} 2\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("ll3_time_to_first_token_seconds_bucket{le=\"80\"} 2\n"), std::string::npos);
+  EXPECT_NE(out.find("ll3_time_to_first_token_seconds_bucket{le=\"+Inf\"} 3\n"), std::string::npos);
+  EXPECT_NE(out.find("ll3_time_to_first_token_seconds_count 3\n"), std::string::npos);
+  EXPECT_NE(out.find("ll3_time_to_first_token_seconds_sum 100.006"), std::string::npos);
+  EXPECT_NE(out.find("ll3_batch_tokens_bucket{le=\"1\"} 2\n"), std::string::npos);
+  EXPECT_NE(out.find("ll3_batch_tokens_bucket{le=\"8\"} 3\n"), std::string::npos);
+  EXPECT_NE(out.find("ll3_batch_tokens_count 3\n"), std::string::npos);
+  EXPECT_NE(out.find("ll3_kv_cache_usage_ratio 0.5\n"), std::string::npos);
+  // While loading: every family still there, at zero.
+  std::string loading = m.render(nullptr, ServerGauges{});
+  EXPECT_NE(loading.find("ll3_requests_running 0\n"), std::string::npos);
+  EXPECT_NE(loading.find("ll3_model_loaded 0\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ll3::server
