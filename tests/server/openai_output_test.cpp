@@ -68,8 +68,12 @@ TEST(OpenAiOutput, ChatStreamChunksInOpenAisOrder) {
   ChoiceConfig c;
   c.stream = true;
   ChoiceOutput o(&h, c, piece_of);
-  std::string sse = o.start() + o.token(ev(0, "a", "a")) + o.token(ev(4, "\xe2\x82", "")) +
-                    o.token(ev(5, "\xac", "\xe2\x82\xac")) + o.finish(fin(FinishReason::kLength, "!"));
+  // One statement per call: the operands of + are evaluated in no fixed order.
+  std::string sse = o.start();
+  sse += o.token(ev(0, "a", "a"));
+  sse += o.token(ev(4, "\xe2\x82", ""));
+  sse += o.token(ev(5, "\xac", "\xe2\x82\xac"));
+  sse += o.finish(fin(FinishReason::kLength, "!"));
   std::vector<json> e = events(sse);
   ASSERT_EQ(e.size(), 5u);
   for (const json& j : e) {
@@ -156,7 +160,9 @@ TEST(OpenAiOutput, CompletionsLegacyLogprobsAndEcho) {
   // Streamed: the echo first, then one chunk per token.
   c.stream = true;
   ChoiceOutput s(&h, c, piece_of);
-  std::vector<json> e = events(s.start() + s.token(ev(5, "x", "x")));
+  std::string sse = s.start();
+  sse += s.token(ev(5, "x", "x"));
+  std::vector<json> e = events(sse);
   ASSERT_EQ(e.size(), 2u);
   EXPECT_EQ(e[0]["choices"][0]["text"], "ab");
   EXPECT_EQ(e[1]["choices"][0]["text"], "x");
