@@ -33,6 +33,7 @@ class Reader {
     return true;
   }
   bool bytes(void* out, size_t n) {
+    if (n == 0) return true;  // out may be the null data() of an empty vector
     if (!has(n)) return false;
     std::memcpy(out, b_.data() + pos_, n);
     pos_ += n;
