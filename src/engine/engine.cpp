@@ -55,8 +55,7 @@ DType kv_dtype(KvType t) {
 
 // Bytes one position takes in the KV cache (K and V of every layer).
 int64_t kv_bytes_per_token(const LlamaConfig& c, DType t) {
-  const int64_t elems = c.n_kv_heads * c.head_dim;
-  const int64_t row = t == DType::F32 ? elems * 4 : t == DType::Q8_0 ? elems / 32 * 34 : elems * 2;
+  const int64_t row = c.n_kv_heads * static_cast<int64_t>(dtype_row_bytes(t, c.head_dim));  // as KvCache lays it out
   return 2 * c.n_layers * row;
 }
 
