@@ -157,22 +157,30 @@ struct SseSplitter {
 
 }  // namespace
 
+// Opens the connection unless one is open and kept (reconnect off); false with r->error set
+// when it cannot connect.
+bool HttpClient::connect_if_needed(Reply* r) {
+  Impl& s = *impl_;
+  if (s.open && !reconnect) return true;
+  close();
+  beast::error_code ec;
+  s.stream.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port_)), ec);
+  if (ec) {
+    r->error = true;
+    r->error_message = ec.message();
+    return false;
+  }
+  timeval tv{120, 0};
+  setsockopt(s.stream.socket().native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  s.open = true;
+  return true;
+}
+
 Reply HttpClient::stream(const std::string& target, const std::string& body, const std::function<bool(const std::string&)>& on_event) {
   Reply r;
   Impl& s = *impl_;
   beast::error_code ec;
-  if (!s.open || reconnect) {
-    close();
-    s.stream.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port_)), ec);
-    if (ec) {
-      r.error = true;
-      r.error_message = ec.message();
-      return r;
-    }
-    timeval tv{120, 0};
-    setsockopt(s.stream.socket().native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    s.open = true;
-  }
+  if (!connect_if_needed(&r)) return r;
   http::request<http::string_body> req{http::verb::post, target, 11};
   req.set(http::field::host, "127.0.0.1");
   req.set(http::field::content_type, "application/json");
@@ -230,18 +238,7 @@ Reply HttpClient::request(const std::string& method, const std::string& target, 
   Reply r;
   Impl& s = *impl_;
   beast::error_code ec;
-  if (!s.open || reconnect) {
-    close();
-    s.stream.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port_)), ec);
-    if (ec) {
-      r.error = true;
-      r.error_message = ec.message();
-      return r;
-    }
-    timeval tv{120, 0};
-    setsockopt(s.stream.socket().native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    s.open = true;
-  }
+  if (!connect_if_needed(&r)) return r;
   http::request<http::string_body> req{http::string_to_verb(method), target, 11};
   if (req.method() == http::verb::unknown) req.method_string(method);
   req.set(http::field::host, "127.0.0.1");

@@ -66,6 +66,7 @@ class HttpClient {
   bool reconnect = false;
 
  private:
+  bool connect_if_needed(Reply* r);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int port_;
