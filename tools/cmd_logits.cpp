@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <numeric>
+#include <set>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -44,7 +46,7 @@ TopK top_k(const float* row, int64_t n, int k) {
 }
 
 int cmd_logits(int argc, char** argv) {
-  std::string model_path, tokens_arg, prompt, prompt_file, out_path, kv_type = "f16";
+  std::string model_path, tokens_arg, prompt, prompt_file, out_path, dump_dir, kv_type = "f16";
   bool all = false, json = false, parse_special = false, no_bos = false, float_act = false, amx_bf16 = false;
   LoadFlags load_flags;
   int top = 32, greedy = 0, threads = 0;
@@ -68,6 +70,10 @@ int cmd_logits(int argc, char** argv) {
               &float_act);
   add_amx_flag(ap, &amx_bf16);
   add_load_flags(ap, &load_flags);
+  ap.add_string({"--dump-activations"}, "DIR",
+                "write every op's output of the prompt's forward pass to DIR/<op>-<layer>.f32 (float32 rows, "
+                "named as llama.cpp's graph nodes; for finding where two engines part)",
+                &dump_dir);
   ap.add_flag({"--json"}, "print a JSON object with tokens, top-K per position and greedy tokens", &json);
   ap.add_int({"-t", "--threads"}, "N", "threads (default: all cores)", &threads);
   ap.add_int({"-c", "--ctx"}, "N", "context size (default: prompt + greedy)", &ctx);
@@ -102,6 +108,17 @@ int cmd_logits(int argc, char** argv) {
   so.amx_prompts = amx_bf16;
   so.threads = threads;
   so.context = ctx > 0 ? ctx : static_cast<int64_t>(tokens.size()) + greedy;
+  std::set<std::string> dumped;  // files written by this run: later steps append
+  bool dump_failed = false;
+  if (!dump_dir.empty()) {
+    so.tap = [&](const char* name, int64_t layer, const float* data, int64_t rows, int64_t cols) {
+      const std::string path = dump_dir + "/" + name + (layer >= 0 ? "-" + std::to_string(layer) : "") + ".f32";
+      FILE* f = std::fopen(path.c_str(), dumped.insert(path).second ? "wb" : "ab");
+      const size_t n = static_cast<size_t>(rows * cols);
+      if (f == nullptr || std::fwrite(data, sizeof(float), n, f) != n) dump_failed = true;
+      if (f != nullptr) std::fclose(f);
+    };
+  }
   Result<std::unique_ptr<Session>> session = Session::create(*lm->model, so);
   if (!session.ok()) return fail("logits", session.message());
   Session& s = **session;
@@ -109,6 +126,7 @@ int cmd_logits(int argc, char** argv) {
   if (Status st = s.eval(tokens, all); !st.ok()) {
     return fail("logits", st.message());
   }
+  if (dump_failed) return fail("logits", "cannot write the activations to " + dump_dir);
   const int64_t n_rows = all ? static_cast<int64_t>(tokens.size()) : 1;
   // Keep the prompt's logits: greedy decoding below overwrites the session's buffer.
   std::vector<float> prompt_logits(s.logits().end() - n_rows * V, s.logits().end());

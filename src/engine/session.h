@@ -30,6 +30,7 @@ struct SessionOptions {
   // tiles where the CPU has them (faster prompts; bf16 rounding instead of 8-bit activations,
   // so another answer than the decode path and every other CPU gives: off unless asked for).
   bool amx_prompts = false;
+  ActivationTap tap;  // see llama_forward.h; debugging only
 };
 
 class Session {

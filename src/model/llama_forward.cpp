@@ -115,7 +115,11 @@ Status LlamaRunner::forward(const BatchPlan& plan, float* logits) {
 
     // Attention block: x += Wo · attention(RoPE(Wq·norm(x)), RoPE(Wk·norm(x)), Wv·norm(x))
     rmsnorm_rows(L.attn_norm.data(), T);
+    tap("attn_norm", l, xb_, T, dim);
     matmul_shared(pool_, {{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xb_.data(), T, mm_scratch_);
+    tap("Qcur", l, q_, T, q_dim_);
+    tap("Kcur", l, k_, T, kv_dim_);
+    tap("Vcur", l, v_, T, kv_dim_);
     for (int64_t t = 0; t < T; ++t) {
       ops::rope(&q_[t * q_dim_], c_.n_heads, hd, &rope_cos_[t * half], &rope_sin_[t * half], c_.rope_half_pairs);
       ops::rope(&k_[t * kv_dim_], c_.n_kv_heads, hd, &rope_cos_[t * half], &rope_sin_[t * half], c_.rope_half_pairs);
@@ -125,17 +129,28 @@ Status LlamaRunner::forward(const BatchPlan& plan, float* logits) {
       const int32_t block = seq.block_table[pos / bs];
       kv_.store(l, block, pos % bs, &k_[t * kv_dim_], &v_[t * kv_dim_]);
     }
+    tap("Qrope", l, q_, T, q_dim_);
+    tap("Krope", l, k_, T, kv_dim_);
     attention(plan, l);
+    tap("kqv_out", l, att_, T, q_dim_);
     matmul(pool_, L.wo, att_.data(), proj_.data(), T, mm_scratch_);
+    tap("attn_out", l, proj_, T, dim);
     for (int64_t i = 0; i < T * dim; ++i) x_[i] += proj_[i];
+    tap("ffn_inp", l, x_, T, dim);
 
     // Feed-forward block: x += W_down · (silu(W_gate·norm(x)) * W_up·norm(x))
     rmsnorm_rows(L.ffn_norm.data(), T);
+    tap("ffn_norm", l, xb_, T, dim);
     matmul_shared(pool_, {{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}}, xb_.data(), T, mm_scratch_);
+    tap("ffn_gate", l, gate_, T, c_.ffn_dim);
+    tap("ffn_up", l, up_, T, c_.ffn_dim);
     const int64_t ffn = c_.ffn_dim;
     pool_.parallel_for(T, [&](int64_t b, int64_t e, int) { ops::swiglu(&gate_[b * ffn], &up_[b * ffn], (e - b) * ffn); });
+    tap("ffn_swiglu", l, gate_, T, ffn);
     matmul(pool_, L.w_down, gate_.data(), proj_.data(), T, mm_scratch_);
+    tap("ffn_out", l, proj_, T, dim);
     for (int64_t i = 0; i < T * dim; ++i) x_[i] += proj_[i];
+    tap("l_out", l, x_, T, dim);
   }
 
   // logits = W_out · norm(x), only for the rows asked for.
@@ -144,6 +159,7 @@ Status LlamaRunner::forward(const BatchPlan& plan, float* logits) {
   for (int64_t i = 0; i < n_out; ++i) {
     ops::rmsnorm(&x_[plan.logit_rows[i] * dim], m_.output_norm.data(), &xb_[i * dim], dim, c_.norm_eps);
   }
+  tap("result_norm", -1, xb_, n_out, dim);
   matmul(pool_, m_.output, xb_.data(), logits, n_out, mm_scratch_);
   return Status();
 }

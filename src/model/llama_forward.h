@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -15,6 +16,14 @@
 #include "model/llama_model.h"
 
 namespace ll3 {
+
+// An observer of the forward pass's activations, for finding where two engines part: it is
+// called after each op with the op's output, (rows, cols) floats, named as llama.cpp names its
+// graph nodes (attn_norm, Qcur, Kcur, Vcur, kqv_out, attn_out, ffn_inp, ffn_norm, ffn_gate,
+// ffn_up, ffn_swiglu, ffn_out, l_out, result_norm) so that dumps of the two compare by name.
+// layer is -1 for the ops outside the layers. Debugging only: the pass is not timed with one.
+using ActivationTap =
+    std::function<void(const char* name, int64_t layer, const float* data, int64_t rows, int64_t cols)>;
 
 class LlamaRunner {
  public:
@@ -29,11 +38,16 @@ class LlamaRunner {
   // tables too short for the positions.
   Status forward(const BatchPlan& plan, float* logits);
 
+  void set_tap(ActivationTap tap) { tap_ = std::move(tap); }
+
  private:
   Status validate(const BatchPlan& plan) const;
   void attention(const BatchPlan& plan, int64_t layer);
   // xb = rmsnorm(x) * weight for the T batch rows, split across the threads.
   void rmsnorm_rows(const float* weight, int64_t T);
+  void tap(const char* name, int64_t layer, const std::vector<float>& buf, int64_t rows, int64_t cols) const {
+    if (tap_) tap_(name, layer, buf.data(), rows, cols);
+  }
 
   const LlamaModel& m_;
   const LlamaConfig& c_;
@@ -64,6 +78,7 @@ class LlamaRunner {
   std::vector<int32_t> token_pos_;  // (T) position of each batch row
   std::vector<int32_t> token_seq_;  // (T) sequence index of each batch row
   MatmulScratch mm_scratch_;
+  ActivationTap tap_;
 };
 
 }  // namespace ll3
