@@ -81,16 +81,37 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   cc.logprobs = true;
   cc.top_logprobs = 1;
   ChoiceOutput out(&h, cc, [](int32_t) { return std::string_view("\xff"); });
-  out.start();
+  std::string sse = out.start();
   for (size_t at = 0; at < body.size(); at += 7) {
     TokenEvent ev;
     ev.piece = std::string(body.substr(at, 7));
     ev.text = ev.piece;
     ev.top_logprobs = {{1, -1.0f}};
-    out.token(ev);
+    sse += out.token(ev);
   }
   FinishInfo f;
-  out.finish(f);
+  sse += out.finish(f);
   (void)dump_json(out.choice());
+
+  // Streamed tool-call deltas add up to the calls the whole output parses as.
+  if (cc.stream && !out.tool_calls().empty()) {
+    std::vector<std::string> args(out.tool_calls().size());
+    for (size_t at = 0; (at = sse.find("data: ", at)) != std::string::npos;) {
+      const size_t end = sse.find("\n\n", at);
+      const auto ev = nlohmann::json::parse(sse.substr(at + 6, end - at - 6), nullptr, false);
+      at = end;
+      if (ev.is_discarded() || !ev.contains("choices") || ev["choices"].empty()) continue;
+      const auto& delta = ev["choices"][0]["delta"];
+      if (!delta.contains("tool_calls")) continue;
+      for (const auto& tc : delta["tool_calls"]) {
+        const size_t k = tc["index"].get<size_t>();
+        if (k >= args.size()) std::abort();
+        args[k] += tc["function"]["arguments"].get<std::string>();
+      }
+    }
+    for (size_t k = 0; k < args.size(); ++k) {
+      if (args[k] != out.tool_calls()[k].arguments) std::abort();
+    }
+  }
   return 0;
 }

@@ -1,5 +1,6 @@
 #include "server/openai_output.h"
 
+#include <algorithm>
 #include <random>
 
 namespace ll3::server {
@@ -218,39 +219,59 @@ std::string ChoiceOutput::token(const TokenEvent& ev) {
       return out;
     }
   }
-  return "";
+  return mode_ == Mode::kCall && cfg_.stream ? stream_calls() : "";
 }
 
-std::string ChoiceOutput::tool_call_chunks() const {
-  std::string out;
-  for (size_t k = 0; k < calls_.size(); ++k) {
-    for (int part = 0; part < 2; ++part) {
-      ojson fn = ojson::object();
-      ojson call = ojson::object();
-      call["index"] = static_cast<int64_t>(k);
-      if (part == 0) {
-        call["id"] = call_id(k);
-        call["type"] = "function";
-        fn["name"] = calls_[k].name;
-        fn["arguments"] = "";
-      } else {
-        fn["arguments"] = calls_[k].arguments;
-      }
-      call["function"] = std::move(fn);
-      ojson calls = ojson::array();
-      calls.push_back(std::move(call));
-      ojson delta = ojson::object();
-      delta["tool_calls"] = std::move(calls);
-      ojson c = ojson::object();
-      c["index"] = cfg_.index;
-      c["delta"] = std::move(delta);
-      c["logprobs"] = nullptr;
-      c["finish_reason"] = nullptr;
-      ojson choices = ojson::array();
-      choices.push_back(std::move(c));
-      out += sse_event(response_json(*header_, true, std::move(choices), nullptr));
-    }
+std::string ChoiceOutput::call_chunk(size_t k, const std::string* name, const std::string& arguments) const {
+  ojson fn = ojson::object();
+  ojson call = ojson::object();
+  call["index"] = static_cast<int64_t>(k);
+  if (name != nullptr) {
+    call["id"] = call_id(k);
+    call["type"] = "function";
+    fn["name"] = *name;
   }
+  fn["arguments"] = arguments;
+  call["function"] = std::move(fn);
+  ojson calls = ojson::array();
+  calls.push_back(std::move(call));
+  ojson delta = ojson::object();
+  delta["tool_calls"] = std::move(calls);
+  ojson c = ojson::object();
+  c["index"] = cfg_.index;
+  c["delta"] = std::move(delta);
+  c["logprobs"] = nullptr;
+  c["finish_reason"] = nullptr;
+  ojson choices = ojson::array();
+  choices.push_back(std::move(c));
+  return sse_event(response_json(*header_, true, std::move(choices), nullptr));
+}
+
+std::string ChoiceOutput::stream_calls() {
+  std::string out;
+  const std::vector<PartialCall> seen = scan_partial_tool_calls(held_);
+  for (size_t k = 0; k < seen.size(); ++k) {
+    if (k == headers_sent_) {
+      // A header goes out only for a function that was offered: anything else is content at
+      // the end, and nothing about it must have been sent.
+      const auto& names = cfg_.tool_names;
+      if (!seen[k].has_name || std::find(names.begin(), names.end(), seen[k].name) == names.end()) break;
+      out += call_chunk(k, &seen[k].name, "");
+      ++headers_sent_;
+      args_sent_.emplace_back();
+    }
+    if (seen[k].object_arguments) out += send_arguments(k, seen[k].arguments);
+  }
+  return out;
+}
+
+std::string ChoiceOutput::send_arguments(size_t k, const std::string& args) {
+  std::string& sent = args_sent_[k];
+  // Only ever extend what the client has (a model that writes its arguments twice gets the
+  // first version).
+  if (args.size() <= sent.size() || args.compare(0, sent.size(), sent) != 0) return "";
+  std::string out = call_chunk(k, nullptr, args.substr(sent.size()));
+  sent = args;
   return out;
 }
 
@@ -260,11 +281,26 @@ std::string ChoiceOutput::finish(const FinishInfo& f) {
   if (mode_ != Mode::kContent) {
     held_ += tail;
     calls_ = parse_tool_calls(held_, cfg_.tool_names);
-    if (!calls_.empty()) {
+    if (!calls_.empty() || headers_sent_ > 0) {
+      // Calls streamed are calls, even when the model broke off their JSON: what was sent
+      // cannot be taken back (as with OpenAI, arguments may be invalid JSON).
       finish_reason_ = "tool_calls";
+      std::string out;
+      if (cfg_.stream) {
+        out = stream_calls();
+        for (size_t k = 0; k < calls_.size(); ++k) {
+          if (k >= headers_sent_) {
+            out += call_chunk(k, &calls_[k].name, "");
+            ++headers_sent_;
+            args_sent_.emplace_back();
+          }
+          out += send_arguments(k, calls_[k].arguments);
+          calls_[k].arguments = args_sent_[k];  // what the client holds
+        }
+        out += content_chunk("", {}, finish_reason_.c_str());
+      }
       held_.clear();
-      if (!cfg_.stream) return "";
-      return tool_call_chunks() + content_chunk("", {}, finish_reason_.c_str());
+      return out;
     }
     // Not a call after all: everything held back is content.
     tail = std::move(held_);

@@ -2,7 +2,8 @@
 // OpenAI sends them), usage, logprobs in the chat and the legacy completions shapes, errors.
 // ChoiceOutput turns one choice's token events into chunks (streaming) or into its final
 // `choices[]` entry; with tools it holds back output that starts like a tool call and returns it
-// as `tool_calls`. Pure: no I/O, no engine, testable with synthetic events.
+// as `tool_calls`, streamed as deltas as they are generated. Pure: no I/O, no engine, testable
+// with synthetic events.
 #pragma once
 
 #include <cstdint>
@@ -98,7 +99,14 @@ class ChoiceOutput {
   ojson legacy_logprobs(const std::vector<TokenLogprob>& lps, bool with_echo) const;
   // A streamed chunk with content `text` and the logprobs of `lps`; finish_reason when given.
   std::string content_chunk(const std::string& text, const std::vector<TokenLogprob>& lps, const char* finish) const;
-  std::string tool_call_chunks() const;
+  // One streamed tool_calls delta for call k: its header (id, type, name, empty arguments) when
+  // name is given, else a piece of its arguments.
+  std::string call_chunk(size_t k, const std::string* name, const std::string& arguments) const;
+  // Streaming tools: the deltas the output held so far adds (a call's header once its name is
+  // known and offered, then its arguments as they arrive).
+  std::string stream_calls();
+  // The delta that takes call k's sent arguments to `args`, when `args` extends them.
+  std::string send_arguments(size_t k, const std::string& args);
   std::string call_id(size_t k) const;
   bool chat() const { return header_->endpoint == Endpoint::kChatCompletions; }
 
@@ -111,6 +119,8 @@ class ChoiceOutput {
   std::vector<TokenLogprob> logprobs_;   // every token's (non-streaming, and held ones)
   size_t held_logprobs_ = 0;             // logprobs_[held_logprobs_..] not yet streamed
   std::vector<ToolCall> calls_;
+  size_t headers_sent_ = 0;              // streaming tools: calls whose header is out
+  std::vector<std::string> args_sent_;   // ... and the arguments text sent for each
   std::string finish_reason_;
   int64_t n_tokens_ = 0;
 };

@@ -39,6 +39,32 @@ size_t object_end(std::string_view s) {
   return std::string_view::npos;
 }
 
+size_t skip_space(std::string_view s, size_t i) {
+  while (i < s.size() && is_space(s[i])) ++i;
+  return i;
+}
+
+// One past the closing quote of the string starting at s[i] == '"', or npos.
+size_t string_end(std::string_view s, size_t i) {
+  for (++i; i < s.size(); ++i) {
+    if (s[i] == '\\') ++i;
+    else if (s[i] == '"') return i + 1;
+  }
+  return std::string_view::npos;
+}
+
+// One past the JSON value starting at s[i], or npos when the text ends first.
+size_t value_end(std::string_view s, size_t i) {
+  if (s[i] == '"') return string_end(s, i);
+  if (s[i] == '{' || s[i] == '[') {
+    const size_t e = object_end(s.substr(i));
+    return e == std::string_view::npos ? e : i + e;
+  }
+  // A number or a literal: up to a delimiter, which must have arrived.
+  while (i < s.size() && !is_space(s[i]) && s[i] != ',' && s[i] != '}' && s[i] != ']') ++i;
+  return i < s.size() ? i : std::string_view::npos;
+}
+
 bool to_call(const json& j, const std::vector<std::string>& names, ToolCall* out) {
   if (!j.is_object()) return false;
   auto name = j.find("name");
@@ -59,12 +85,77 @@ bool to_call(const json& j, const std::vector<std::string>& names, ToolCall* out
   return true;
 }
 
+// Object arguments as the model wrote them, minified: the text a stream sends piece by piece
+// (re-serializing could change numbers and escapes, and then the pieces would not add up).
+std::vector<ToolCall> with_model_arguments(std::vector<ToolCall> calls, std::string_view text);
+
 json parse_json(std::string_view s) {
   if (json_depth(s, kMaxJsonDepth) > kMaxJsonDepth) return json(json::value_t::discarded);
   return json::parse(s.begin(), s.end(), nullptr, false);
 }
 
 }  // namespace
+
+std::string minify_json(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  bool in_string = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (in_string) {
+      out += c;
+      if (c == '\\' && i + 1 < s.size()) out += s[++i];
+      else if (c == '"') in_string = false;
+    } else if (!is_space(c)) {
+      out += c;
+      if (c == '"') in_string = true;
+    }
+  }
+  return out;
+}
+
+std::vector<PartialCall> scan_partial_tool_calls(std::string_view s) {
+  constexpr size_t npos = std::string_view::npos;
+  std::vector<PartialCall> calls;
+  size_t i = skip_space(s, 0);
+  if (s.substr(i, kPythonTag.size()) == kPythonTag) i = skip_space(s, i + kPythonTag.size());
+  if (i < s.size() && s[i] == '[') i = skip_space(s, i + 1);
+  while (i < s.size() && s[i] == '{') {
+    PartialCall& c = calls.emplace_back();
+    size_t j = skip_space(s, i + 1);
+    // The members, in the order the model writes them.
+    while (true) {
+      if (j >= s.size()) return calls;
+      if (s[j] == '}') break;
+      if (s[j] != '"') return calls;
+      const size_t key_end = string_end(s, j);
+      if (key_end == npos) return calls;
+      const std::string_view key = s.substr(j + 1, key_end - j - 2);
+      j = skip_space(s, key_end);
+      if (j >= s.size() || s[j] != ':') return calls;
+      j = skip_space(s, j + 1);
+      if (j >= s.size()) return calls;
+      const size_t end = value_end(s, j);
+      if (key == "name" && s[j] == '"' && end != npos && !c.has_name) {
+        const json name = json::parse(s.substr(j, end - j), nullptr, false);
+        if (name.is_string()) {
+          c.name = name.get<std::string>();
+          c.has_name = true;
+        }
+      } else if ((key == "parameters" || key == "arguments") && s[j] == '{' && !c.object_arguments) {
+        c.object_arguments = true;
+        c.arguments = minify_json(s.substr(j, end == npos ? npos : end - j));
+      }
+      if (end == npos) return calls;
+      j = skip_space(s, end);
+      if (j < s.size() && s[j] == ',') j = skip_space(s, j + 1);
+    }
+    // The next call, after ';' or ',' (array).
+    i = skip_space(s, j + 1);
+    if (i < s.size() && (s[i] == ';' || s[i] == ',')) i = skip_space(s, i + 1);
+  }
+  return calls;
+}
 
 std::vector<ToolCall> parse_tool_calls(std::string_view text, const std::vector<std::string>& names) {
   std::string_view s = trim(text);
@@ -79,7 +170,7 @@ std::vector<ToolCall> parse_tool_calls(std::string_view text, const std::vector<
       if (!to_call(j, names, &c)) return {};
       calls.push_back(std::move(c));
     }
-    return calls;
+    return with_model_arguments(std::move(calls), text);
   }
   // One object, or several separated by ';' (and spaces).
   while (!s.empty()) {
@@ -92,8 +183,22 @@ std::vector<ToolCall> parse_tool_calls(std::string_view text, const std::vector<
     s = trim(s.substr(end));
     if (!s.empty() && s.front() == ';') s = trim(s.substr(1));
   }
+  return with_model_arguments(std::move(calls), text);
+}
+
+namespace {
+std::vector<ToolCall> with_model_arguments(std::vector<ToolCall> calls, std::string_view text) {
+  const std::vector<PartialCall> seen = scan_partial_tool_calls(text);
+  for (size_t k = 0; k < calls.size() && k < seen.size(); ++k) {
+    // The same value (not, say, the first of two "parameters" keys where the parse kept the last).
+    if (seen[k].object_arguments && seen[k].name == calls[k].name &&
+        json::parse(seen[k].arguments, nullptr, false) == json::parse(calls[k].arguments, nullptr, false)) {
+      calls[k].arguments = seen[k].arguments;
+    }
+  }
   return calls;
 }
+}  // namespace
 
 ToolSniff sniff_tool_call(std::string_view text) {
   std::string_view s = text;

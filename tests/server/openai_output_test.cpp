@@ -1,9 +1,12 @@
 // Engine events -> OpenAI output, with synthetic events: stream chunks in OpenAI's order, the
 // held-back tail, logprobs in both shapes, tool calls (bare JSON, after <|python_tag|>,
-// several, not a call after all) streamed and not, and the Prometheus exposition format.
+// several, not a call after all) streamed as deltas while the model writes them and not streamed,
+// and the Prometheus exposition format.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <random>
 #include <sstream>
 
 #include "server/metrics.h"
@@ -207,21 +210,27 @@ TEST(OpenAiOutput, ToolCallsStreamedAsDeltasAndWhole) {
   const std::vector<std::string> pieces = {"<|python_tag|>", "{\"name\": \"get_weather\", ", "\"parameters\": {\"city\": ", "\"Paris\"}}"};
   ChoiceOutput s(&h, c, piece_of);
   std::string sse = s.start();
+  // Each piece sends what it settles: nothing for the tag, the header once the name is
+  // complete, then the arguments as they arrive (minified).
+  const std::vector<size_t> chunks_per_piece = {0, 1, 1, 1};
   for (size_t i = 0; i < pieces.size(); ++i) {
     const std::string chunk = s.token(ev(static_cast<int32_t>(i), pieces[i], pieces[i]));
-    EXPECT_TRUE(chunk.empty()) << "a possible call is held back";
+    EXPECT_EQ(events(chunk).size(), chunks_per_piece[i]) << "piece " << i << ": " << chunk;
     sse += chunk;
   }
   sse += s.finish(fin(FinishReason::kStop));
   std::vector<json> e = events(sse);
-  ASSERT_EQ(e.size(), 4u);
+  ASSERT_EQ(e.size(), 5u);
   const json& first = e[1]["choices"][0]["delta"]["tool_calls"][0];
   EXPECT_EQ(first["index"], 0);
   EXPECT_EQ(first["type"], "function");
   EXPECT_EQ(first["function"]["name"], "get_weather");
+  EXPECT_EQ(first["function"]["arguments"], "");
   EXPECT_EQ(first["id"].get<std::string>().rfind("call_", 0), 0u);
-  EXPECT_EQ(e[2]["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"], "{\"city\":\"Paris\"}");
-  EXPECT_EQ(e[3]["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(e[2]["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"], "{\"city\":");
+  EXPECT_EQ(e[3]["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"], "\"Paris\"}");
+  EXPECT_FALSE(e[3]["choices"][0]["delta"]["tool_calls"][0].contains("id"));
+  EXPECT_EQ(e[4]["choices"][0]["finish_reason"], "tool_calls");
 
   c.stream = false;
   ChoiceOutput n(&h, c, piece_of);
@@ -321,6 +330,101 @@ TEST(Metrics, PrometheusExposition) {
   std::string loading = m.render(nullptr, ServerGauges{});
   EXPECT_NE(loading.find("ll3_requests_running 0\n"), std::string::npos);
   EXPECT_NE(loading.find("ll3_model_loaded 0\n"), std::string::npos);
+}
+
+// The argument deltas of every call, concatenated by index, as a client assembles them.
+static std::map<int, std::pair<std::string, std::string>> assemble_calls(const std::vector<json>& e, std::string* finish) {
+  std::map<int, std::pair<std::string, std::string>> calls;
+  for (const json& ev : e) {
+    if (!ev.contains("choices") || ev["choices"].empty()) continue;
+    const json& ch = ev["choices"][0];
+    if (!ch["finish_reason"].is_null()) *finish = ch["finish_reason"];
+    if (!ch["delta"].contains("tool_calls")) continue;
+    for (const json& tc : ch["delta"]["tool_calls"]) {
+      auto& [name, args] = calls[tc["index"].get<int>()];
+      if (tc["function"].contains("name")) name += tc["function"]["name"].get<std::string>();
+      args += tc["function"]["arguments"].get<std::string>();
+    }
+  }
+  return calls;
+}
+
+TEST(OpenAiOutput, ToolCallDeltasAddUpToTheCallsWhateverThePieces) {
+  ResponseHeader h = chat_header();
+  ChoiceConfig c;
+  c.tools = true;
+  c.tool_names = {"get_weather", "get_time"};
+  c.stream = true;
+  const std::string text =
+      "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Par is\", \"days\": [1, 2], \"q\": \"a\\\"}\"}};"
+      " {\"parameters\": {\"zone\": \"UTC\"}, \"name\": \"get_time\"}";
+  const std::vector<ToolCall> want = parse_tool_calls(text, c.tool_names);
+  ASSERT_EQ(want.size(), 2u);
+  EXPECT_EQ(want[0].arguments, "{\"city\":\"Par is\",\"days\":[1,2],\"q\":\"a\\\"}\"}");
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 50; ++trial) {
+    ChoiceOutput s(&h, c, piece_of);
+    std::string sse = s.start();
+    size_t i = 0;
+    for (int32_t id = 0; i < text.size(); ++id) {
+      const size_t n = 1 + rng() % 6;
+      const std::string piece = text.substr(i, n);
+      i += piece.size();
+      sse += s.token(ev(id, piece, piece));
+    }
+    sse += s.finish(fin(FinishReason::kStop));
+    std::string finish;
+    auto calls = assemble_calls(events(sse), &finish);
+    EXPECT_EQ(finish, "tool_calls");
+    ASSERT_EQ(calls.size(), 2u);
+    EXPECT_EQ(calls[0].first, "get_weather");
+    EXPECT_EQ(calls[0].second, want[0].arguments);
+    EXPECT_EQ(calls[1].first, "get_time");
+    EXPECT_EQ(calls[1].second, want[1].arguments);
+  }
+}
+
+TEST(OpenAiOutput, UnofferedFunctionStreamsNothingAndEndsAsContent) {
+  ResponseHeader h = chat_header();
+  ChoiceConfig c;
+  c.tools = true;
+  c.tool_names = {"get_weather"};
+  c.stream = true;
+  ChoiceOutput s(&h, c, piece_of);
+  s.start();
+  EXPECT_TRUE(s.token(ev(0, "x", "{\"name\": \"rm_rf\", ")).empty());
+  EXPECT_TRUE(s.token(ev(1, "x", "\"parameters\": {}}")).empty());
+  std::vector<json> e = events(s.finish(fin(FinishReason::kStop)));
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0]["choices"][0]["delta"]["content"], "{\"name\": \"rm_rf\", \"parameters\": {}}");
+  EXPECT_EQ(e[0]["choices"][0]["finish_reason"], "stop");
+}
+
+TEST(OpenAiOutput, CallCutOffAfterItsHeaderStillEndsAsToolCalls) {
+  ResponseHeader h = chat_header();
+  ChoiceConfig c;
+  c.tools = true;
+  c.tool_names = {"get_weather"};
+  c.stream = true;
+  ChoiceOutput s(&h, c, piece_of);
+  s.start();
+  std::string sse = s.token(ev(0, "x", "{\"name\": \"get_weather\", \"parameters\": {\"ci"));
+  sse += s.finish(fin(FinishReason::kLength));
+  std::string finish;
+  auto calls = assemble_calls(events(sse), &finish);
+  EXPECT_EQ(finish, "tool_calls");
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].second, "{\"ci");
+}
+
+TEST(ToolCalls, MinifyIsPrefixStable) {
+  const std::string text = "{ \"a\" : [ 1 , \"x y\\\" \\\\\" ] ,\n\t\"b\": { \"c\" : null } }";
+  const std::string whole = minify_json(text);
+  EXPECT_EQ(whole, "{\"a\":[1,\"x y\\\" \\\\\"],\"b\":{\"c\":null}}");
+  for (size_t n = 0; n <= text.size(); ++n) {
+    const std::string part = minify_json(text.substr(0, n));
+    EXPECT_EQ(whole.compare(0, part.size(), part), 0) << n;
+  }
 }
 
 }  // namespace
