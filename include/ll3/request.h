@@ -55,6 +55,13 @@ struct TokenEvent {
   double seconds = 0;   // since submit
 };
 
+// The log-probability the model gives a prompt token after the tokens before it.
+struct PromptTokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+  std::vector<TopLogprob> top_logprobs;  // best first (Request::prompt_logprobs of them)
+};
+
 struct FinishInfo {
   FinishReason reason = FinishReason::kStop;
   std::string error;        // kError: what went wrong
@@ -83,6 +90,11 @@ struct Request {
   bool ignore_eos = false;
   bool logprobs = false;
   int top_logprobs = 0;            // 0 .. 20
+  // >= 0: the log-probability of every prompt token after the first, with this many (0 .. 20)
+  // alternatives, delivered once through on_prompt when the prompt is computed, before the
+  // first token (what evaluation harnesses score). The prompt is then computed in full: no
+  // prefix cache, and it cannot be combined with a session.
+  int prompt_logprobs = -1;
   // The KV of a named session stays pinned after the request (and is saved with --session-dir),
   // so the next turn computes only its new tokens.
   std::string session_id;
@@ -91,6 +103,8 @@ struct Request {
   // Return false to stop the request (finish reason kCancelled).
   std::function<bool(const TokenEvent&)> on_token;
   std::function<void(const FinishInfo&)> on_finish;
+  // Entry i is prompt token i + 1 (n_prompt - 1 entries). Called on the engine's thread.
+  std::function<void(const std::vector<PromptTokenLogprob>&)> on_prompt;
 };
 
 }  // namespace ll3

@@ -59,6 +59,25 @@ int64_t kv_bytes_per_token(const LlamaConfig& c, DType t) {
   return 2 * c.n_layers * row;
 }
 
+// The log-softmax of `row` at `target`, and the k (<= kMaxTopLogprobs) best into `top`, best
+// first, ties to the lower id. `top` has room for k: nothing is allocated.
+float log_softmax_at(const float* row, int64_t V, int32_t target, int k, std::vector<TopLogprob>* top) {
+  float mx = -INFINITY;
+  for (int64_t v = 0; v < V; ++v) mx = std::max(mx, row[v]);
+  double sum = 0;
+  for (int64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(row[v] - mx));
+  const float lse = mx + static_cast<float>(std::log(sum));
+  top->clear();
+  for (int64_t v = 0; v < V && k > 0; ++v) {
+    if (static_cast<int>(top->size()) == k && row[v] - lse <= top->back().logprob) continue;
+    TopLogprob t{static_cast<int32_t>(v), row[v] - lse};
+    auto pos = std::find_if(top->begin(), top->end(), [&](const TopLogprob& x) { return t.logprob > x.logprob; });
+    top->insert(pos, t);
+    if (static_cast<int>(top->size()) > k) top->pop_back();
+  }
+  return row[target] - lse;
+}
+
 // One request as the engine thread sees it.
 struct Seq {
   Seq(Request r, const Tokenizer& tok)
@@ -78,6 +97,7 @@ struct Seq {
   bool done = false;
   int32_t sampled = -1;
   TokenEvent ev;
+  std::vector<PromptTokenLogprob> prompt_lps;  // Request::prompt_logprobs: entry i is token i + 1
   std::string decoded;  // this token's complete UTF-8 text (capacity reused)
   std::string session_warning;
 };
@@ -103,8 +123,15 @@ struct Engine::Impl {
   std::vector<int32_t> plan_tokens;
   std::vector<SeqBatch> plan_seqs;
   std::vector<int32_t> plan_rows;
-  std::vector<float> logits;      // (max_seqs, n_vocab)
+  std::vector<float> logits;      // (min(max_seqs, batch_tokens) + prompt logit rows, n_vocab)
   std::vector<Seq*> to_sample;
+  std::vector<int32_t> sample_rows;  // the logits row of each to_sample entry
+  struct PromptRow {
+    Seq* seq;
+    int64_t pos;  // the row's position: its logits score prompt token pos + 1
+    int32_t row;
+  };
+  std::vector<PromptRow> prompt_rows;
 
   // Shared with the callers' threads, under mu.
   mutable std::mutex mu;
@@ -136,6 +163,7 @@ struct Engine::Impl {
   void finish(Seq* s, FinishReason reason, const std::string& error = "");
   void publish_stats();
   void sample_all();
+  void score_prompts();
   bool save_now();
 };
 
@@ -199,7 +227,11 @@ Status Engine::Impl::init() {
   plan_seqs.reserve(static_cast<size_t>(opt.max_seqs));
   plan_rows.reserve(static_cast<size_t>(opt.max_seqs));
   to_sample.reserve(static_cast<size_t>(opt.max_seqs));
-  logits.resize(static_cast<size_t>(std::min(opt.max_seqs, opt.batch_tokens) * c.n_vocab));
+  sample_rows.reserve(static_cast<size_t>(opt.max_seqs));
+  const int64_t rows = std::min(opt.max_seqs, opt.batch_tokens) + so.prompt_logit_rows;
+  plan_rows.reserve(static_cast<size_t>(rows));
+  prompt_rows.reserve(static_cast<size_t>(rows));
+  logits.resize(static_cast<size_t>(rows * c.n_vocab));
   stats.kv_blocks = n_blocks;
   stats.block_size = bs;
   stats.max_seq_tokens = max_seq_tokens;
@@ -224,6 +256,12 @@ Result<RequestId> Engine::Impl::submit(Request r) {
   }
   if (r.max_tokens < -1) return invalid(strprintf("max_tokens must be >= 0 (-1: until the context is full), got %lld", static_cast<long long>(r.max_tokens)));
   if (r.session_id.size() > kMaxSessionIdBytes) return invalid("session id longer than 256 bytes");
+  if (r.prompt_logprobs < -1 || r.prompt_logprobs > kMaxTopLogprobs) {
+    return invalid(strprintf("prompt_logprobs must be in -1..%d, got %d", kMaxTopLogprobs, r.prompt_logprobs));
+  }
+  if (r.prompt_logprobs >= 0 && !r.session_id.empty()) {
+    return invalid("prompt log-probabilities need the whole prompt computed: not with a session");
+  }
   const int64_t n = static_cast<int64_t>(r.tokens.size());
   if (n >= max_seq_tokens) {
     return Status::error(strprintf("the prompt has %lld tokens; a sequence holds at most %lld (context %lld, KV pool %lld)",
@@ -247,6 +285,14 @@ Result<RequestId> Engine::Impl::submit(Request r) {
   s->st.tokens.reserve(static_cast<size_t>(max_len));
   s->st.blocks.reserve(static_cast<size_t>((max_len + stats.block_size - 1) / stats.block_size));
   s->st.priority = s->req.priority;
+  if (s->req.prompt_logprobs >= 0) {
+    s->st.all_logits = true;
+    s->prompt_lps.resize(static_cast<size_t>(n - 1));
+    for (int64_t i = 1; i < n; ++i) {
+      s->prompt_lps[i - 1].token = s->st.tokens[i];
+      s->prompt_lps[i - 1].top_logprobs.reserve(static_cast<size_t>(s->req.prompt_logprobs) + 1);
+    }
+  }
   s->t_submit = now();
   std::lock_guard<std::mutex> lk(mu);
   if (stopping) return Status::error("the engine is shutting down", StatusCode::kUnavailable);
@@ -337,26 +383,23 @@ void Engine::Impl::sample_all() {
   pool->parallel_for_dynamic(static_cast<int64_t>(to_sample.size()), 1, [&](int64_t b, int64_t e, int thread) {
     for (int64_t i = b; i < e; ++i) {
       Seq* s = to_sample[i];
-      const float* row = &logits[static_cast<size_t>(i * V)];
+      const float* row = &logits[static_cast<size_t>(sample_rows[i] * V)];
       s->sampled = samplers[thread]->sample(s->sampler, row, s->st.tokens);
       if (!s->req.logprobs && s->req.top_logprobs == 0) continue;
-      float mx = -INFINITY;
-      for (int64_t v = 0; v < V; ++v) mx = std::max(mx, row[v]);
-      double sum = 0;
-      for (int64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(row[v] - mx));
-      const float lse = mx + static_cast<float>(std::log(sum));
-      s->ev.logprob = row[s->sampled] - lse;
-      s->ev.top_logprobs.clear();
-      const int k = s->req.top_logprobs;
-      for (int64_t v = 0; v < V && k > 0; ++v) {
-        // Insertion into the k best so far (k <= 20), ties to the lower id.
-        auto& top = s->ev.top_logprobs;
-        if (static_cast<int>(top.size()) == k && row[v] - lse <= top.back().logprob) continue;
-        TopLogprob t{static_cast<int32_t>(v), row[v] - lse};
-        auto pos = std::find_if(top.begin(), top.end(), [&](const TopLogprob& x) { return t.logprob > x.logprob; });
-        top.insert(pos, t);
-        if (static_cast<int>(top.size()) > k) top.pop_back();
-      }
+      s->ev.logprob = log_softmax_at(row, V, s->sampled, s->req.top_logprobs, &s->ev.top_logprobs);
+    }
+  });
+}
+
+// The log-probabilities of the prompt tokens this step's rows scored, in parallel.
+void Engine::Impl::score_prompts() {
+  const int64_t V = m.config.n_vocab;
+  pool->parallel_for_dynamic(static_cast<int64_t>(prompt_rows.size()), 1, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) {
+      const PromptRow& pr = prompt_rows[i];
+      PromptTokenLogprob& lp = pr.seq->prompt_lps[static_cast<size_t>(pr.pos)];
+      lp.logprob = log_softmax_at(&logits[static_cast<size_t>(pr.row * V)], V, lp.token, pr.seq->req.prompt_logprobs,
+                                  &lp.top_logprobs);
     }
   });
 }
@@ -429,6 +472,8 @@ void Engine::Impl::step() {
   plan_seqs.clear();
   plan_rows.clear();
   to_sample.clear();
+  sample_rows.clear();
+  prompt_rows.clear();
   int64_t prompt_computed = 0;
   for (const Scheduler::Item& it : st.items) {
     SeqState* q = it.seq;
@@ -439,9 +484,20 @@ void Engine::Impl::step() {
     sb.block_table = q->blocks;
     plan_tokens.insert(plan_tokens.end(), q->tokens.begin() + q->n_computed, q->tokens.begin() + q->n_computed + it.n_tokens);
     plan_seqs.push_back(sb);
+    Seq* s = seqs.at(q->id).get();
+    if (it.all_logits) {
+      // Every row: row i scores prompt token n_computed + i + 1 (the last row of the prompt
+      // scores none; it samples).
+      for (int64_t i = 0; i < it.n_tokens; ++i) {
+        const int64_t pos = q->n_computed + i;
+        if (pos + 1 < q->n_prompt) prompt_rows.push_back({s, pos, static_cast<int32_t>(plan_rows.size())});
+        if (i + 1 < it.n_tokens) plan_rows.push_back(sb.token_begin + static_cast<int32_t>(i));
+      }
+    }
+    if (it.logits || it.all_logits) plan_rows.push_back(static_cast<int32_t>(plan_tokens.size() - 1));
     if (it.logits) {
-      plan_rows.push_back(static_cast<int32_t>(plan_tokens.size() - 1));
-      to_sample.push_back(seqs.at(q->id).get());
+      to_sample.push_back(s);
+      sample_rows.push_back(static_cast<int32_t>(plan_rows.size() - 1));
     }
     prompt_computed += std::max<int64_t>(0, std::min(q->n_computed + it.n_tokens, q->n_prompt) - q->n_computed);
   }
@@ -469,9 +525,17 @@ void Engine::Impl::step() {
     stats.step_tokens_sum += st.n_tokens;
     stats.step_seqs_sum += static_cast<int64_t>(st.items.size());
   }
+  score_prompts();
   sample_all();
   for (Seq* s : to_sample) {
-    if (!s->done) handle_token(s);
+    if (s->done) continue;
+    if (s->st.all_logits) {
+      // The prompt is scored: hand it over before the first token (and use the cache again if
+      // the sequence is ever recomputed).
+      s->st.all_logits = false;
+      if (s->req.on_prompt) s->req.on_prompt(s->prompt_lps);
+    }
+    handle_token(s);
   }
 }
 

@@ -88,7 +88,7 @@ bool Scheduler::grow_or_reclaim(SeqState* s, int64_t end) {
 bool Scheduler::admit(SeqState* s, int64_t budget, int64_t* n_tokens) {
   const int64_t bs = pool_.block_size();
   const size_t copies_before = step_.copies.size();
-  if (opt_.prefix_cache && s->blocks.empty()) {
+  if (opt_.prefix_cache && s->blocks.empty() && !s->all_logits) {
     // At least the last known token is computed: its logits give the next token.
     BlockPool::Match m = pool_.lookup(s->tokens, static_cast<int64_t>(s->tokens.size()) - 1);
     s->blocks.assign(m.blocks.begin(), m.blocks.end());  // keeps the table's reserved room
@@ -106,7 +106,7 @@ bool Scheduler::admit(SeqState* s, int64_t budget, int64_t* n_tokens) {
       pool_.release(m.partial);
     }
   }
-  const int64_t n = std::min(s->pending(), budget);
+  const int64_t n = chunk(s, budget);
   // Headroom: a new sequence must leave a block for each running one to grow into, or the next
   // steps would preempt one for it again and again (thrashing).
   const int64_t need = (s->n_computed + n + bs - 1) / bs - static_cast<int64_t>(s->blocks.size());
@@ -132,6 +132,19 @@ bool Scheduler::admit(SeqState* s, int64_t budget, int64_t* n_tokens) {
   return true;
 }
 
+int64_t Scheduler::chunk(const SeqState* s, int64_t budget) const {
+  const int64_t n = std::min(s->pending(), budget);
+  if (!s->all_logits || s->n_computed >= s->n_prompt) return n;
+  return std::min(n, extra_rows_ + 1);  // one row is every sequence's own
+}
+
+Scheduler::Item Scheduler::item(SeqState* s, int64_t n) {
+  Item it{s, n, s->n_computed + n == static_cast<int64_t>(s->tokens.size())};
+  it.all_logits = s->all_logits && s->n_computed < s->n_prompt;
+  if (it.all_logits) extra_rows_ -= n - 1;
+  return it;
+}
+
 const Scheduler::Step& Scheduler::schedule() {
   Step& st = step_;
   st.items.clear();
@@ -140,11 +153,12 @@ const Scheduler::Step& Scheduler::schedule() {
   st.admitted.clear();
   st.n_tokens = 0;
   int64_t budget = opt_.batch_tokens;
+  extra_rows_ = opt_.prompt_logit_rows;
 
   // Running sequences, oldest first. One that cannot grow preempts the newest (itself last).
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     SeqState* s = running_[i];
-    const int64_t n = std::min(s->pending(), budget);
+    const int64_t n = chunk(s, budget);
     if (n <= 0) {
       ++i;
       continue;
@@ -155,7 +169,7 @@ const Scheduler::Step& Scheduler::schedule() {
       if (victim == s) break;  // it was the newest: everything older is scheduled
       continue;                // retry s with the victim's blocks
     }
-    st.items.push_back({s, n, s->n_computed + n == static_cast<int64_t>(s->tokens.size())});
+    st.items.push_back(item(s, n));
     budget -= n;
     st.n_tokens += n;
     ++i;
@@ -168,7 +182,7 @@ const Scheduler::Step& Scheduler::schedule() {
     int64_t n = 0;
     if (!admit(s, budget, &n)) break;
     st.admitted.push_back(s);
-    st.items.push_back({s, n, s->n_computed + n == static_cast<int64_t>(s->tokens.size())});
+    st.items.push_back(item(s, n));
     budget -= n;
     st.n_tokens += n;
   }

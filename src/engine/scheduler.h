@@ -31,6 +31,9 @@ struct SeqState {
   bool running = false;
   bool admitted_once = false;
   int64_t cached_tokens = 0;     // prompt tokens found cached at the first admission
+  // Logits of every prompt position (prompt log-probabilities): no prefix lookup, and prompt
+  // chunks limited by SchedulerOptions::prompt_logit_rows. Cleared once the prompt is scored.
+  bool all_logits = false;
   int64_t preemptions = 0;
   // Prefix-cache naming: the first named_blocks blocks are named; chain is the hash through them.
   int64_t named_blocks = 0;
@@ -43,6 +46,8 @@ struct SchedulerOptions {
   int64_t batch_tokens = 256;
   int64_t max_seqs = 64;
   bool prefix_cache = true;
+  // Logit rows a step has beyond one per sequence, shared by the all_logits prompt chunks.
+  int64_t prompt_logit_rows = 32;
 };
 
 class Scheduler {
@@ -64,6 +69,8 @@ class Scheduler {
     SeqState* seq;
     int64_t n_tokens;   // tokens[n_computed .. n_computed + n_tokens)
     bool logits;        // the step completes the known tokens: sample the next one
+    // seq->all_logits and the chunk is prompt: logits of every row, not only the last.
+    bool all_logits = false;
   };
   // KV rows to copy before the step: the first n_tokens positions of block src into dst.
   struct Copy {
@@ -91,6 +98,10 @@ class Scheduler {
   bool grow_or_reclaim(SeqState* s, int64_t end);
   // Moves a waiting s into the running list with its cached prefix, or returns false.
   bool admit(SeqState* s, int64_t budget, int64_t* n_tokens);
+  // The tokens of s to run with `budget` left in the step (and the step's extra logit rows).
+  int64_t chunk(const SeqState* s, int64_t budget) const;
+  // The step's item for n tokens of s (taking its extra logit rows).
+  Item item(SeqState* s, int64_t n);
   void preempt(SeqState* s);
   void release_blocks(SeqState* s);
 
@@ -100,6 +111,7 @@ class Scheduler {
   std::vector<SeqState*> running_;  // admission order
   std::vector<SeqState*> waiting_;  // priority (high first), then arrival
   Step step_;
+  int64_t extra_rows_ = 0;  // this step's logit rows left for all_logits chunks
 };
 
 }  // namespace ll3

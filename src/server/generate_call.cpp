@@ -76,6 +76,8 @@ void GenerateCall::start() {
         const bool bos_added = !pr.is_tokens && pr.add_bos && !t.empty() && t[0] == ctx_.bos_id();
         cc.echo_tokens.assign(t.begin() + (bos_added ? 1 : 0), t.end());
         cc.echo_text = pr.is_tokens ? ctx_.decode(t) : pr.text;
+        cc.echo_scored = req_.logprobs;
+        cc.echo_first = bos_added ? 1 : 0;
       }
       outs_.emplace_back(&header_, std::move(cc), [&ctx = ctx_](int32_t id) { return ctx.piece(id); });
       Choice c;
@@ -102,6 +104,12 @@ void GenerateCall::start() {
       return true;
     };
     r.on_finish = [self, i](const FinishInfo& f) { self->ctx_.from_engine(self->ex_, [self, i, f] { self->on_finish(i, f); }); };
+    if (req_.echo && req_.logprobs && req_.endpoint == Endpoint::kCompletions) {
+      r.prompt_logprobs = req_.top_logprobs;
+      r.on_prompt = [self, i](const std::vector<PromptTokenLogprob>& lps) {
+        self->ctx_.from_engine(self->ex_, [self, i, lps] { self->on_prompt(i, lps); });
+      };
+    }
     Result<RequestId> id = ctx_.submit(std::move(r));
     if (!id.ok()) {
       fail(submit_error(id.status(), req_.endpoint, ctx_.shutting_down()));
@@ -125,6 +133,12 @@ void GenerateCall::start() {
     for (ChoiceOutput& o : outs_) first += o.start();
     ex_->write(std::move(first));
   }
+}
+
+void GenerateCall::on_prompt(size_t i, const std::vector<PromptTokenLogprob>& lps) {
+  if (gone_ || !error_.ok()) return;
+  std::string chunk = outs_[i].prompt(lps);
+  if (streaming_ && !chunk.empty()) ex_->write(std::move(chunk));
 }
 
 void GenerateCall::on_token(size_t i, const TokenEvent& ev) {

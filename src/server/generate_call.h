@@ -67,6 +67,7 @@ class GenerateCall : public std::enable_shared_from_this<GenerateCall> {
     double last_token_s = -1;
     FinishInfo fin;
   };
+  void on_prompt(size_t i, const std::vector<PromptTokenLogprob>& lps);
   void on_token(size_t i, const TokenEvent& ev);
   void on_finish(size_t i, const FinishInfo& f);
   void fail(ApiError e);  // the whole response becomes this error; live choices are cancelled

@@ -121,25 +121,30 @@ ojson ChoiceOutput::chat_logprobs(const std::vector<TokenLogprob>& lps) const {
 
 ojson ChoiceOutput::legacy_logprobs(const std::vector<TokenLogprob>& lps, bool with_echo) const {
   ojson tokens = ojson::array(), token_lps = ojson::array(), top = ojson::array(), offsets = ojson::array();
-  if (with_echo) {
-    int64_t off = 0;
-    for (int32_t t : cfg_.echo_tokens) {
-      const std::string_view p = piece_(t);
-      tokens.push_back(std::string(p));
+  auto add = [&](const TokenLogprob& lp) {
+    tokens.push_back(lp.token);
+    offsets.push_back(lp.text_offset);
+    if (!lp.scored) {
       token_lps.push_back(nullptr);
       top.push_back(nullptr);
-      offsets.push_back(off);
-      off += static_cast<int64_t>(p.size());
+      return;
     }
-  }
-  for (const TokenLogprob& lp : lps) {
-    tokens.push_back(lp.token);
     token_lps.push_back(lp.logprob);
     ojson t = ojson::object();
     for (const auto& [tok, l] : lp.top) t[tok] = l;
     top.push_back(std::move(t));
-    offsets.push_back(lp.text_offset);
+  };
+  if (with_echo && echo_ready_) {
+    for (const TokenLogprob& lp : echo_lps_) add(lp);
+  } else if (with_echo) {
+    int64_t off = 0;
+    for (int32_t t : cfg_.echo_tokens) {
+      const std::string_view p = piece_(t);
+      add(TokenLogprob{std::string(p), 0, {}, off, false});
+      off += static_cast<int64_t>(p.size());
+    }
   }
+  for (const TokenLogprob& lp : lps) add(lp);
   ojson j = ojson::object();
   j["tokens"] = std::move(tokens);
   j["token_logprobs"] = std::move(token_lps);
@@ -183,8 +188,29 @@ std::string ChoiceOutput::start() {
     choices.push_back(std::move(c));
     return sse_event(response_json(*header_, true, std::move(choices), nullptr));
   }
-  if (cfg_.echo_text.empty()) return "";
+  if (cfg_.echo_text.empty() || cfg_.echo_scored) return "";  // a scored echo waits for prompt()
   return content_chunk(cfg_.echo_text, {}, nullptr);
+}
+
+std::string ChoiceOutput::prompt(const std::vector<PromptTokenLogprob>& lps) {
+  if (!cfg_.echo_scored || echo_ready_) return "";
+  int64_t off = 0;
+  for (size_t j = 0; j < cfg_.echo_tokens.size(); ++j) {
+    TokenLogprob lp;
+    lp.token = std::string(piece_(cfg_.echo_tokens[j]));
+    lp.text_offset = off;
+    off += static_cast<int64_t>(lp.token.size());
+    const size_t p = j + static_cast<size_t>(cfg_.echo_first);  // its index in the prompt
+    lp.scored = p >= 1 && p - 1 < lps.size();
+    if (lp.scored) {
+      lp.logprob = lps[p - 1].logprob;
+      for (const TopLogprob& t : lps[p - 1].top_logprobs) lp.top.emplace_back(std::string(piece_(t.token)), t.logprob);
+    }
+    echo_lps_.push_back(std::move(lp));
+  }
+  echo_ready_ = true;
+  if (!cfg_.stream || cfg_.echo_text.empty()) return "";
+  return content_chunk(cfg_.echo_text, echo_lps_, nullptr);
 }
 
 std::string ChoiceOutput::token(const TokenEvent& ev) {

@@ -62,10 +62,14 @@ struct ChoiceConfig {
   int top_logprobs = 0;
   bool tools = false;
   std::vector<std::string> tool_names;
-  // Completions with echo: the prompt's text (and tokens, listed in the legacy logprobs with
-  // null log-probabilities: the engine computes none for prompt tokens).
+  // Completions with echo: the prompt's text and tokens (listed in the legacy logprobs).
   std::string echo_text;
   std::vector<int32_t> echo_tokens;
+  // With logprobs the engine scores the prompt and prompt() brings the scores (a stream's echo
+  // chunk waits for them). echo_first: the prompt index of echo_tokens[0] (1 when an added
+  // <|begin_of_text|> is not echoed); prompt token 0 has no log-probability (null, as OpenAI).
+  bool echo_scored = false;
+  int echo_first = 0;
 };
 
 class ChoiceOutput {
@@ -77,6 +81,8 @@ class ChoiceOutput {
   // end (the held-back tail as content or the tool calls, with the finish reason). Without
   // streaming the same calls return "" and build the final entry.
   std::string start();
+  // The engine's scores of the prompt (Request::on_prompt): entry i is prompt token i + 1.
+  std::string prompt(const std::vector<PromptTokenLogprob>& lps);
   std::string token(const TokenEvent& ev);
   std::string finish(const FinishInfo& f);
 
@@ -93,6 +99,7 @@ class ChoiceOutput {
     float logprob = 0;
     std::vector<std::pair<std::string, float>> top;
     int64_t text_offset = 0;
+    bool scored = true;  // false: the first prompt token (null log-probability)
   };
   TokenLogprob record(const TokenEvent& ev) const;
   ojson chat_logprobs(const std::vector<TokenLogprob>& lps) const;
@@ -118,6 +125,8 @@ class ChoiceOutput {
   std::string held_;                     // tools: output not yet sent, maybe a call
   std::vector<TokenLogprob> logprobs_;   // every token's (non-streaming, and held ones)
   size_t held_logprobs_ = 0;             // logprobs_[held_logprobs_..] not yet streamed
+  std::vector<TokenLogprob> echo_lps_;   // the echoed prompt tokens' scores, once prompt() has run
+  bool echo_ready_ = false;
   std::vector<ToolCall> calls_;
   size_t headers_sent_ = 0;              // streaming tools: calls whose header is out
   std::vector<std::string> args_sent_;   // ... and the arguments text sent for each

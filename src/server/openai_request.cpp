@@ -248,12 +248,12 @@ ApiError parse_common(const ojson& b, ApiRequest* r) {
   return {};
 }
 
-// max_tokens (or max_completion_tokens, which wins): at least 1.
-ApiError parse_max_tokens(const ojson& b, int64_t default_value, Request* r) {
+// max_tokens (or max_completion_tokens, which wins): at least `lo`.
+ApiError parse_max_tokens(const ojson& b, int64_t default_value, Request* r, int64_t lo = 1) {
   r->max_tokens = default_value;
   const int64_t hi = std::numeric_limits<int32_t>::max();
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
-    if (field(b, key)) RETURN_IF_API_ERROR(get_int(b, key, 1, hi, &r->max_tokens));
+    if (field(b, key)) RETURN_IF_API_ERROR(get_int(b, key, lo, hi, &r->max_tokens));
   }
   return {};
 }
@@ -565,7 +565,9 @@ ApiError parse_completion_request(std::string_view body, const ModelInfo& model,
   *r = ApiRequest();
   r->endpoint = Endpoint::kCompletions;
   RETURN_IF_API_ERROR(parse_common(b, r));
-  RETURN_IF_API_ERROR(parse_max_tokens(b, 16, &r->base));  // OpenAI's default for completions
+  // OpenAI's default for completions. 0 scores an echoed prompt without generating (what
+  // evaluation harnesses send).
+  RETURN_IF_API_ERROR(parse_max_tokens(b, 16, &r->base, 0));
   if (field(b, "logprobs")) {
     int64_t v = 0;
     RETURN_IF_API_ERROR(get_int(b, "logprobs", 0, kMaxTopLogprobs, &v));
@@ -575,6 +577,9 @@ ApiError parse_completion_request(std::string_view body, const ModelInfo& model,
   r->base.logprobs = r->logprobs;
   r->base.top_logprobs = r->top_logprobs;
   RETURN_IF_API_ERROR(get_bool(b, "echo", &r->echo));
+  if (r->base.max_tokens == 0 && !r->echo) {
+    return invalid_request("'max_tokens' of 0 generates nothing: it needs 'echo' (to score the prompt)", "max_tokens");
+  }
   if (const ojson* sfx = field(b, "suffix"); sfx && !(sfx->is_string() && sfx->get_ref<const std::string&>().empty())) {
     return invalid_request("'suffix' is not supported", "suffix");
   }

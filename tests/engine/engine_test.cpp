@@ -12,6 +12,8 @@
 #include <future>
 #include <random>
 
+#include "engine/model_impl.h"
+#include "engine/session.h"
 #include "test_support.h"
 
 namespace ll3 {
@@ -303,6 +305,110 @@ TEST(Engine, StopStringsAndLogprobs) {
   EXPECT_EQ(cut->finish.reason, FinishReason::kStop);
   EXPECT_EQ(cut->finish.stop_string, stop);
   EXPECT_EQ(cut->text, full->text.substr(0, full->text.find(stop)));
+}
+
+// --- prompt log-probabilities ------------------------------------------------------------
+
+// log-softmax(row)[t], in double.
+double log_softmax(const float* row, int64_t V, int32_t t) {
+  double mx = row[0];
+  for (int64_t v = 1; v < V; ++v) mx = std::max<double>(mx, row[v]);
+  double sum = 0;
+  for (int64_t v = 0; v < V; ++v) sum += std::exp(row[v] - mx);
+  return row[t] - mx - std::log(sum);
+}
+
+// What a single sequence's full-prompt logits say: entry i scores prompt token i + 1.
+std::vector<double> reference_prompt_logprobs(const std::vector<int32_t>& prompt) {
+  SessionOptions so;
+  so.threads = 2;
+  auto s = Session::create(*shared_model()->impl().llama, so);
+  EXPECT_TRUE(s.ok()) << s.message();
+  EXPECT_TRUE((*s)->eval(prompt, true).ok());
+  const int64_t V = (*s)->n_vocab();
+  std::vector<double> out;
+  for (size_t i = 0; i + 1 < prompt.size(); ++i) out.push_back(log_softmax(&(*s)->logits()[i * V], V, prompt[i + 1]));
+  return out;
+}
+
+struct Scored {
+  std::vector<PromptTokenLogprob> prompt;
+  int calls = 0;
+  bool before_first_token = true;
+};
+
+// A request that scores its prompt into *out.
+Request scoring(std::vector<int32_t> prompt, int64_t max_tokens, int top, std::shared_ptr<Scored> out) {
+  Request r = greedy(std::move(prompt), max_tokens);
+  r.prompt_logprobs = top;
+  r.on_prompt = [out](const std::vector<PromptTokenLogprob>& lps) {
+    out->prompt = lps;
+    ++out->calls;
+  };
+  r.on_token = [out](const TokenEvent&) {
+    if (out->calls == 0) out->before_first_token = false;
+    return true;
+  };
+  return r;
+}
+
+TEST(Engine, PromptLogprobsScoreEveryPromptTokenInChunksBesideOtherRequests) {
+  REQUIRE_MODEL();
+  EngineOptions o;
+  o.batch_tokens = 64;  // a 150-token prompt takes several steps, each within the extra rows
+  std::unique_ptr<Engine> e = make(o);
+  const std::vector<int32_t> prompt = random_prompt(150, 77);
+  const std::vector<double> want = reference_prompt_logprobs(prompt);
+  // Decoding requests run beside it and still give their solo tokens.
+  std::vector<Request> others = sixteen_requests(12);
+  others.resize(4);
+  const std::vector<std::vector<int32_t>> solo = solo_results(others, KvType::kF16);
+  auto scored = std::make_shared<Scored>();
+  std::vector<Request> reqs = others;
+  reqs.push_back(scoring(prompt, 4, 3, scored));
+  std::vector<Engine::Completion> got = run_all(*e, reqs);
+  for (size_t i = 0; i < others.size(); ++i) EXPECT_EQ(got[i].tokens, solo[i]) << i;
+  ASSERT_EQ(scored->calls, 1);
+  EXPECT_TRUE(scored->before_first_token);
+  ASSERT_EQ(scored->prompt.size(), prompt.size() - 1);
+  for (size_t i = 0; i < want.size(); ++i) {
+    const PromptTokenLogprob& lp = scored->prompt[i];
+    EXPECT_EQ(lp.token, prompt[i + 1]);
+    EXPECT_NEAR(lp.logprob, want[i], 1e-3) << "prompt token " << i + 1;
+    ASSERT_EQ(lp.top_logprobs.size(), 3u);
+    EXPECT_GE(lp.top_logprobs[0].logprob, lp.top_logprobs[1].logprob);
+    EXPECT_GE(lp.top_logprobs[0].logprob, lp.logprob - 1e-6f);
+  }
+  EXPECT_EQ(got.back().tokens.size(), 4u);
+}
+
+TEST(Engine, PromptLogprobsComputeTheWholePromptAndAnswerMaxTokensZero) {
+  REQUIRE_MODEL();
+  std::unique_ptr<Engine> e = make(EngineOptions{});
+  const std::vector<int32_t> prompt = random_prompt(40, 78);
+  ASSERT_TRUE(e->generate(greedy(prompt, 2)).ok());  // now cached
+  auto scored = std::make_shared<Scored>();
+  Result<Engine::Completion> c = e->generate(scoring(prompt, 0, 0, scored));
+  ASSERT_TRUE(c.ok()) << c.message();
+  EXPECT_EQ(c->finish.reason, FinishReason::kLength);
+  EXPECT_EQ(c->finish.completion_tokens, 0);
+  EXPECT_EQ(c->finish.cached_tokens, 0) << "scored prompts skip the prefix cache";
+  ASSERT_EQ(scored->calls, 1);
+  const std::vector<double> want = reference_prompt_logprobs(prompt);
+  ASSERT_EQ(scored->prompt.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(scored->prompt[i].logprob, want[i], 1e-3) << i;
+    EXPECT_TRUE(scored->prompt[i].top_logprobs.empty());
+  }
+  // Limits at submit.
+  Request bad = greedy(prompt, 1);
+  bad.prompt_logprobs = 21;
+  EXPECT_EQ(e->submit(bad).status().code(), StatusCode::kInvalid);
+  bad.prompt_logprobs = 1;
+  bad.session_id = "s";
+  Result<RequestId> with_session = e->submit(bad);
+  EXPECT_EQ(with_session.status().code(), StatusCode::kInvalid);
+  EXPECT_NE(with_session.message().find("session"), std::string::npos) << with_session.message();
 }
 
 // --- sessions ----------------------------------------------------------------------------

@@ -427,5 +427,49 @@ TEST(ToolCalls, MinifyIsPrefixStable) {
   }
 }
 
+TEST(OpenAiOutput, ScoredEchoListsThePromptsLogprobsAndStreamsThemFirst) {
+  ResponseHeader h;
+  h.endpoint = Endpoint::kCompletions;
+  h.id = "cmpl-1";
+  ChoiceConfig c;
+  c.logprobs = true;
+  c.top_logprobs = 1;
+  c.echo_text = "ab";
+  c.echo_tokens = {0, 1};
+  c.echo_scored = true;
+  // Scores of prompt tokens 1 and 2.
+  std::vector<PromptTokenLogprob> lps(2);
+  lps[0] = {0, -1.5f, {{5, -0.25f}}};
+  lps[1] = {1, -2.5f, {{1, -2.5f}}};
+  for (int first : {1, 0}) {  // an added <|begin_of_text|> not echoed / token ids echoed whole
+    c.echo_first = first;
+    c.stream = false;
+    ChoiceOutput o(&h, c, piece_of);
+    EXPECT_EQ(o.prompt(lps), "");
+    o.finish(fin(FinishReason::kLength));
+    const json lp = o.choice()["logprobs"];
+    EXPECT_EQ(lp["tokens"], json::array({"a", "b"}));
+    if (first == 1) {
+      EXPECT_FLOAT_EQ(lp["token_logprobs"][0].get<float>(), -1.5f);
+      EXPECT_FLOAT_EQ(lp["top_logprobs"][0]["x"].get<float>(), -0.25f);
+      EXPECT_FLOAT_EQ(lp["token_logprobs"][1].get<float>(), -2.5f);
+    } else {
+      EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+      EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+      EXPECT_FLOAT_EQ(lp["token_logprobs"][1].get<float>(), -1.5f);
+    }
+    EXPECT_EQ(lp["text_offset"], json::array({0, 1}));
+  }
+  c.echo_first = 1;
+  c.stream = true;
+  ChoiceOutput s(&h, c, piece_of);
+  EXPECT_EQ(s.start(), "") << "the echo waits for its scores";
+  std::vector<json> e = events(s.prompt(lps) + s.token(ev(5, "x", "x")));
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_EQ(e[0]["choices"][0]["text"], "ab");
+  EXPECT_FLOAT_EQ(e[0]["choices"][0]["logprobs"]["token_logprobs"][1].get<float>(), -2.5f);
+  EXPECT_EQ(e[1]["choices"][0]["text"], "x");
+}
+
 }  // namespace
 }  // namespace ll3::server

@@ -240,7 +240,11 @@ TEST(ServerGenerate, EchoAndLegacyLogprobs) {
     EXPECT_EQ(lp["text_offset"][i], joined.size()) << i;
     joined += lp["tokens"][i].get<std::string>();
     if (i < n_prompt) {
-      EXPECT_TRUE(lp["token_logprobs"][i].is_null());
+      // The prompt is scored too: its added <|begin_of_text|> is not echoed, so every echoed
+      // token has a log-probability.
+      ASSERT_TRUE(lp["token_logprobs"][i].is_number()) << i;
+      EXPECT_LE(lp["token_logprobs"][i].get<double>(), 0);
+      EXPECT_EQ(lp["top_logprobs"][i].size(), 3u);
       continue;
     }
     const double l = lp["token_logprobs"][i];
@@ -250,6 +254,63 @@ TEST(ServerGenerate, EchoAndLegacyLogprobs) {
     for (auto it = lp["top_logprobs"][i].begin(); it != lp["top_logprobs"][i].end(); ++it) best = std::max(best, it.value().get<double>());
     EXPECT_DOUBLE_EQ(l, best) << "greedy: the chosen token is the best one";
   }
+}
+
+// Scoring as evaluation harnesses do (echo, logprobs, max_tokens 0): the log-probability of a
+// prompt's last token equals the one the same model gives it when it generates that token.
+TEST(ServerGenerate, EchoScoresThePromptAsGenerationDoes) {
+  REQUIRE_SERVER();
+  HttpClient c = main_client();
+  std::mt19937 rng(14);
+  std::vector<int32_t> prefix = {128000};
+  for (int i = 0; i < 20; ++i) prefix.push_back(static_cast<int32_t>(rng() % 100000));
+  Request gen;
+  gen.tokens = prefix;
+  gen.max_tokens = 1;
+  gen.sampling.temperature = 0;
+  gen.ignore_eos = true;
+  gen.logprobs = true;
+  Result<Engine::Completion> g = local_engine().generate(gen);
+  ASSERT_TRUE(g.ok()) << g.message();
+  ASSERT_EQ(g->events.size(), 1u);
+  const double generated_lp = g->events[0].logprob;
+  const std::string generated_piece = g->events[0].piece;
+
+  std::vector<int32_t> scored = prefix;
+  scored.push_back(g->events[0].token);
+  const json body = {{"prompt", scored}, {"max_tokens", 0}, {"logprobs", 2}, {"echo", true}};
+  Reply r = post(c, "/v1/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json ch = r.body_json()["choices"][0];
+  EXPECT_EQ(ch["finish_reason"], "length");
+  EXPECT_EQ(r.body_json()["usage"]["completion_tokens"], 0);
+  const json& lp = ch["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), scored.size()) << "token ids are echoed whole, <|begin_of_text|> too";
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null()) << "the first token has nothing before it";
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  EXPECT_EQ(lp["tokens"].back(), generated_piece);
+  EXPECT_NEAR(lp["token_logprobs"].back().get<double>(), generated_lp, 1e-4);
+  for (size_t i = 1; i < scored.size(); ++i) {
+    ASSERT_TRUE(lp["token_logprobs"][i].is_number()) << i;
+    EXPECT_EQ(lp["top_logprobs"][i].size(), 2u) << i;
+  }
+
+  // Streamed: the echo chunk carries the same scores, and nothing follows but the finish.
+  json sbody = body;
+  sbody["stream"] = true;
+  Reply s = c.stream("/v1/completions", sbody.dump());
+  ASSERT_EQ(s.status, 200) << s.body;
+  ASSERT_GE(s.events.size(), 2u);
+  const json first = json::parse(s.events[0]);
+  EXPECT_EQ(first["choices"][0]["text"], ch["text"]);
+  EXPECT_EQ(first["choices"][0]["logprobs"]["tokens"], lp["tokens"]);
+  EXPECT_EQ(first["choices"][0]["logprobs"]["token_logprobs"], lp["token_logprobs"]);
+  EXPECT_EQ(json::parse(s.events[1])["choices"][0]["finish_reason"], "length");
+
+  // max_tokens 0 without echo would do nothing.
+  Reply bad = post(c, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 0}});
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.body_json()["error"]["param"], "max_tokens");
 }
 
 TEST(ServerGenerate, ChatLogprobsEqualEngine) {

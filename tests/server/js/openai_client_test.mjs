@@ -148,8 +148,17 @@ await check('completions: echo and legacy logprobs', async () => {
   const lp = c.logprobs;
   assert.equal(lp.tokens.length, lp.token_logprobs.length);
   assert.equal(lp.tokens.length, lp.text_offset.length);
-  assert.equal(lp.token_logprobs[0], null);
+  // The prompt is scored: its added <|begin_of_text|> is not echoed, so its first echoed token
+  // has a log-probability; echoed token ids start with the one that has none.
+  assert.equal(typeof lp.token_logprobs[0], 'number');
+  assert.ok(lp.token_logprobs.every((l) => l <= 0));
   assert.equal(Object.keys(lp.top_logprobs[lp.top_logprobs.length - 1]).length <= 2, true);
+  const ids = await client.completions.create({ model, prompt: expected.prompt_tokens, max_tokens: 0, logprobs: 1, echo: true });
+  const ilp = ids.choices[0].logprobs;
+  assert.equal(ilp.tokens.length, expected.prompt_tokens.length);
+  assert.equal(ilp.token_logprobs[0], null);
+  assert.equal(typeof ilp.token_logprobs[1], 'number');
+  assert.equal(ids.usage.completion_tokens, 0);
 });
 
 await check('stop strings', async () => {
