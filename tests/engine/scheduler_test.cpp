@@ -149,5 +149,40 @@ TEST(Scheduler, RemoveFreesEveryBlockWhateverTheState) {
   EXPECT_TRUE(f.sched.waiting().empty());
 }
 
+TEST(Scheduler, ScoredPromptsShareTheExtraLogitRowsAndSkipThePrefixCache) {
+  BlockPool pool(64, 4, 11);
+  Scheduler sched(pool, SchedulerOptions{64, 8, true, 5});
+  std::vector<std::unique_ptr<SeqState>> seqs;
+  auto add = [&](int n, bool all) {
+    auto s = std::make_unique<SeqState>();
+    s->id = s->arrival = seqs.size() + 1;
+    s->tokens.resize(static_cast<size_t>(n));
+    std::iota(s->tokens.begin(), s->tokens.end(), 300);  // the same tokens: a cacheable prefix
+    s->n_prompt = n;
+    s->all_logits = all;
+    sched.enqueue(s.get());
+    seqs.push_back(std::move(s));
+    return seqs.back().get();
+  };
+  SeqState* plain = add(12, false);
+  const Scheduler::Step& s1 = sched.schedule();
+  ASSERT_EQ(s1.items.size(), 1u);
+  sched.computed(s1);
+  sched.remove(plain);  // its blocks stay cached
+  SeqState* a = add(12, true);
+  SeqState* b = add(9, true);
+  // a takes 1 + 5 rows (no cached prefix for it), b only its own row; then a's rest and b's.
+  const Scheduler::Step& s2 = sched.schedule();
+  EXPECT_EQ(items(s2), (std::vector<std::pair<uint64_t, int64_t>>{{a->id, 6}, {b->id, 1}}));
+  EXPECT_TRUE(s2.items[0].all_logits);
+  EXPECT_TRUE(s2.copies.empty());
+  EXPECT_EQ(a->cached_tokens, 0);
+  sched.computed(s2);
+  const Scheduler::Step& s3 = sched.schedule();
+  EXPECT_EQ(items(s3), (std::vector<std::pair<uint64_t, int64_t>>{{a->id, 6}, {b->id, 1}}));
+  EXPECT_TRUE(s3.items[0].logits);
+  sched.computed(s3);
+}
+
 }  // namespace
 }  // namespace ll3
