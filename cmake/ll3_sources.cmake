@@ -4,7 +4,8 @@
 
 function(ll3_collect_sources out)
   file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/*.cpp)
-  list(FILTER srcs EXCLUDE REGEX "/src/kernels/cuda/")
+  # CUDA sources and the two implementations of the device queries are chosen in CMakeLists.txt.
+  list(FILTER srcs EXCLUDE REGEX "/src/kernels/cuda/|/src/backend/cuda/|/src/backend/no_cuda/")
   set(${out} ${srcs} PARENT_SCOPE)
 endfunction()
 
@@ -47,4 +48,22 @@ function(ll3_set_isa_flags srcs)
       set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS "${LL3_AVX2_FLAGS}")
     endif()
   endforeach()
+endfunction()
+
+# The CUDA ops (nvcc compiles src/kernels/cuda/*.cu) as a library over ll3lib, and their
+# benchmark; the device queries say which architectures were compiled.
+function(ll3_add_cuda_targets)
+  set(archs "")
+  foreach(a ${CMAKE_CUDA_ARCHITECTURES})
+    string(REGEX REPLACE "-.*" "" a "${a}")
+    list(APPEND archs "sm_${a}")
+  endforeach()
+  list(JOIN archs " " archs)
+  set_source_files_properties(${CMAKE_SOURCE_DIR}/src/backend/cuda/cuda_devices.cpp
+                              TARGET_DIRECTORY ll3lib PROPERTIES COMPILE_DEFINITIONS "LL3_CUDA_ARCHS=\"${archs}\"")
+  file(GLOB cuda_srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/kernels/cuda/*.cu)
+  add_library(ll3cuda STATIC ${cuda_srcs})
+  target_link_libraries(ll3cuda PUBLIC ll3lib CUDA::cublas)
+  add_executable(ll3-cuda-bench ${CMAKE_SOURCE_DIR}/bench/cuda_kernels.cpp)
+  target_link_libraries(ll3-cuda-bench PRIVATE ll3cuda)
 endfunction()

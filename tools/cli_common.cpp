@@ -1,5 +1,6 @@
 #include "cli_common.h"
 
+#include "backend/backend.h"
 #include "model/model_tokenizer.h"
 
 #include <cerrno>
@@ -62,6 +63,7 @@ Result<std::unique_ptr<LlamaModel>> load_model_verbose(const std::string& path, 
   double t0 = now_seconds();
   Result<std::unique_ptr<LlamaModel>> m = LlamaModel::load(path, options);
   if (!m.ok()) return m;
+  note_cpu_fallback_once();
   const LlamaConfig& c = (*m)->config;
   const std::string panels =
       (*m)->panel_matrices() > 0 ? ", " + std::to_string((*m)->panel_matrices()) + " matrices in decode panels" : "";

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "backend/backend.h"
 #include "commands.h"
 
 namespace ll3::cli {
@@ -21,7 +22,7 @@ static void print_usage(FILE* out) {
             [](const auto& a, const auto& b) { return std::strcmp(a.name, b.name) < 0; });
   std::fprintf(out,
                "ll3: LLaMA-3 inference engine\n\nusage: ll3 COMMAND [options]   (ll3 COMMAND "
-               "--help for its options)\n\ncommands:\n");
+               "--help for its options; ll3 --version: version and backends)\n\ncommands:\n");
   for (const auto& c : commands) std::fprintf(out, "  %-12s %s\n", c.name, c.summary);
 }
 
@@ -33,6 +34,10 @@ int main(int argc, char** argv) {
   std::string sub = argv[1];
   if (sub == "-h" || sub == "--help" || sub == "help") {
     print_usage(stdout);
+    return 0;
+  }
+  if (sub == "--version" || sub == "version") {
+    std::printf("ll3 %s\nbackends: %s\n", LL3_VERSION, ll3::backends_summary().c_str());
     return 0;
   }
   for (const auto& c : ll3::cli::command_registry()) {

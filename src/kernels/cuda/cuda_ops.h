@@ -1,0 +1,58 @@
+// The CUDA ops: host functions that launch one kernel each on a stream, over device pointers.
+// Each returns the launch's status (a bad configuration or a sticky device error becomes a
+// message, never an abort). Shapes are row-major, as the CPU kernels take them; every op has
+// a test against the CPU reference (tests/cuda). The GPU forward pass that strings them
+// together is not built yet.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/status.h"
+
+namespace ll3::cuda {
+
+// y (rows, n) = x / sqrt(mean(x^2) + eps) * w. With r: x += r first (x updated in place), the
+// residual add fused into the norm.
+Status rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n, float eps, cudaStream_t s);
+Status add_rmsnorm(float* x, const float* r, const float* w, float* y, int64_t rows, int64_t n, float eps,
+                   cudaStream_t s);
+
+// RoPE in place on x (rows, n_heads * head_dim) at positions pos (rows, int32): angle i of a
+// head is pos * theta_scale^i / factors[i] (theta_scale = base^(-2 / head_dim), built by repeated
+// multiplication as the CPU does; factors may be null), pairs (2i, 2i + 1) or, with half_pairs,
+// (i, i + head_dim / 2).
+Status rope(float* x, const int32_t* pos, int64_t rows, int n_heads, int head_dim, float theta_scale,
+            const float* factors, bool half_pairs, cudaStream_t s);
+
+// gate = silu(gate) * up over n floats.
+Status swiglu(float* gate, const float* up, int64_t n, cudaStream_t s);
+
+// y (batch, rows) = x (batch, cols) . W^T for W (rows, cols) stored as `type` (F32, F16, BF16,
+// Q8_0, Q4_K), dequantized in the kernel: the decode path (batch 1..8).
+inline constexpr int kMaxGemvBatch = 8;
+bool gemv_supported(DType type);
+Status gemv(DType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
+            cudaStream_t s);
+
+// Decode attention over a paged F16 cache: one query token per sequence. q (n_seqs, n_heads,
+// head_dim); k_cache / v_cache [n_blocks][block_size][n_kv_heads][head_dim] F16; block_tables
+// (n_seqs, max_blocks) int32; seq_lens (n_seqs) int32, the positions each query attends to;
+// out (n_seqs, n_heads, head_dim). head_dim a multiple of 32, at most 256.
+struct PagedKv {
+  const uint16_t* k = nullptr;
+  const uint16_t* v = nullptr;
+  const int32_t* block_tables = nullptr;
+  const int32_t* seq_lens = nullptr;
+  int max_blocks = 0, block_size = 16, n_kv_heads = 0;
+};
+Status attention_decode(const float* q, const PagedKv& kv, int n_seqs, int n_heads, int head_dim, float scale,
+                        float* out, cudaStream_t s);
+
+// out[r] = argmax of logits row r (rows, n_vocab), ties to the lower id: greedy sampling on the
+// device, so that only token ids come back.
+Status argmax(const float* logits, int64_t rows, int64_t n_vocab, int32_t* out, cudaStream_t s);
+
+}  // namespace ll3::cuda

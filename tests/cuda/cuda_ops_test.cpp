@@ -1,0 +1,249 @@
+// Every CUDA op against the CPU reference on random data, at odd sizes, with a tolerance per
+// op and weight type; batched GEMV rows equal to solo ones bit for bit. Without a CUDA device
+// every test skips and says why (the ops are still compiled in CI).
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/half.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/ops.h"
+#include "kernels/type_traits.h"
+
+namespace ll3 {
+namespace {
+
+#define REQUIRE_GPU()                                                                                  \
+  do {                                                                                                 \
+    std::string why;                                                                                   \
+    if (cuda_devices(&why).empty()) GTEST_SKIP() << "no CUDA device (" << why << "): not run on this machine"; \
+  } while (0)
+
+// A device buffer of T, freed at scope end.
+template <class T>
+struct Dev {
+  explicit Dev(size_t n) : n(n) { EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&p), std::max<size_t>(1, n) * sizeof(T)), cudaSuccess); }
+  explicit Dev(const std::vector<T>& host) : Dev(host.size()) {
+    EXPECT_EQ(cudaMemcpy(p, host.data(), n * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  ~Dev() { cudaFree(p); }
+  std::vector<T> get() const {
+    std::vector<T> h(n);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+  T* p = nullptr;
+  size_t n;
+};
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// max |a - b| / max(|b|, floor) over the elements.
+double max_rel(const std::vector<float>& a, const std::vector<float>& b, double floor = 1e-3) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]) / std::max<double>(std::fabs(b[i]), floor));
+  return m;
+}
+
+TEST(CudaOps, RmsnormAndTheFusedResidualAdd) {
+  REQUIRE_GPU();
+  for (int64_t n : {1000, 4096}) {
+    const int64_t rows = 3;
+    std::vector<float> x = randn(rows * n, 1), r = randn(rows * n, 2), w = randn(n, 3);
+    std::vector<float> want(rows * n), sum(rows * n);
+    for (int64_t i = 0; i < rows * n; ++i) sum[i] = x[i] + r[i];
+    for (int64_t t = 0; t < rows; ++t) ops::rmsnorm(&x[t * n], w.data(), &want[t * n], n, 1e-5f);
+    Dev<float> dx(x), dw(w), dy(rows * n), dr(r);
+    ASSERT_TRUE(cuda::rmsnorm(dx.p, dw.p, dy.p, rows, n, 1e-5f, nullptr).ok());
+    EXPECT_LT(max_rel(dy.get(), want), 1e-5) << n;
+    for (int64_t t = 0; t < rows; ++t) ops::rmsnorm(&sum[t * n], w.data(), &want[t * n], n, 1e-5f);
+    ASSERT_TRUE(cuda::add_rmsnorm(dx.p, dr.p, dw.p, dy.p, rows, n, 1e-5f, nullptr).ok());
+    EXPECT_EQ(dx.get(), sum) << "x += r in place, one rounding as on the CPU";
+    EXPECT_LT(max_rel(dy.get(), want), 1e-5) << n;
+  }
+}
+
+TEST(CudaOps, RopeBothPairLayoutsWithAndWithoutFactors) {
+  REQUIRE_GPU();
+  const int heads = 4, hd = 64;
+  const int64_t rows = 5;
+  const std::vector<int32_t> pos = {0, 1, 17, 500, 8191};
+  std::vector<float> factors(hd / 2);
+  for (int i = 0; i < hd / 2; ++i) factors[i] = 1.0f + static_cast<float>(i % 5);
+  const float base = 500000.0f;
+  const float theta_scale = std::pow(base, -2.0f / hd);
+  for (bool half_pairs : {false, true}) {
+    for (bool with_factors : {false, true}) {
+      std::vector<float> x = randn(rows * heads * hd, 4), want = x;
+      std::vector<float> ones(hd / 2, 1.0f), cs(hd / 2), sn(hd / 2);
+      for (int64_t t = 0; t < rows; ++t) {
+        ops::rope_angles(pos[t], hd, base, with_factors ? factors.data() : ones.data(), cs.data(), sn.data());
+        ops::rope(&want[t * heads * hd], heads, hd, cs.data(), sn.data(), half_pairs);
+      }
+      Dev<float> dx(x), df(factors);
+      Dev<int32_t> dp(pos);
+      ASSERT_TRUE(cuda::rope(dx.p, dp.p, rows, heads, hd, theta_scale, with_factors ? df.p : nullptr, half_pairs, nullptr).ok());
+      const std::vector<float> got = dx.get();
+      double m = 0;
+      for (size_t i = 0; i < got.size(); ++i) m = std::max<double>(m, std::fabs(got[i] - want[i]));
+      EXPECT_LT(m, 2e-5) << "half_pairs " << half_pairs << " factors " << with_factors;
+    }
+  }
+}
+
+TEST(CudaOps, Swiglu) {
+  REQUIRE_GPU();
+  const int64_t n = 10007;
+  std::vector<float> g = randn(n, 5, 4.0f), u = randn(n, 6), want = g;
+  ops::swiglu(want.data(), u.data(), n);
+  Dev<float> dg(g), du(u);
+  ASSERT_TRUE(cuda::swiglu(dg.p, du.p, n, nullptr).ok());
+  EXPECT_LT(max_rel(dg.get(), want), 2e-6);
+}
+
+// A random (rows, cols) matrix stored as `type`, and its dequantized floats.
+struct Matrix {
+  std::vector<uint8_t> bytes;
+  std::vector<float> values;
+};
+Matrix random_matrix(DType type, int64_t rows, int64_t cols, uint32_t seed) {
+  Matrix m;
+  const std::vector<float> src = randn(rows * cols, seed, 0.05f);
+  const size_t rb = dtype_row_bytes(type, cols);
+  m.bytes.resize(rows * rb);
+  m.values.resize(rows * cols);
+  const TypeTraits* t = type_traits_ref(type);
+  for (int64_t r = 0; r < rows; ++r) {
+    t->from_float(&src[r * cols], &m.bytes[r * rb], cols);
+    t->to_float(&m.bytes[r * rb], &m.values[r * cols], cols);
+  }
+  return m;
+}
+
+TEST(CudaOps, GemvOfEveryTypeMatchesTheDequantizedProductAndBatchesEqualSolo) {
+  REQUIRE_GPU();
+  const int64_t rows = 301;  // not a multiple of the rows per block
+  for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_K}) {
+    ASSERT_TRUE(cuda::gemv_supported(type));
+    for (int64_t cols : {512, 4096}) {
+      const Matrix w = random_matrix(type, rows, cols, 7);
+      const int batch = cuda::kMaxGemvBatch;
+      const std::vector<float> x = randn(batch * cols, 8);
+      Dev<uint8_t> dw(w.bytes);
+      Dev<float> dx(x), dy(batch * rows), d1(rows);
+      ASSERT_TRUE(cuda::gemv(type, dw.p, rows, cols, dx.p, dy.p, batch, nullptr).ok());
+      const std::vector<float> y = dy.get();
+      for (int b = 0; b < batch; ++b) {
+        for (int64_t r = 0; r < rows; ++r) {
+          double dot = 0, mag = 0;
+          for (int64_t c = 0; c < cols; ++c) {
+            dot += static_cast<double>(w.values[r * cols + c]) * x[b * cols + c];
+            mag += std::fabs(static_cast<double>(w.values[r * cols + c]) * x[b * cols + c]);
+          }
+          ASSERT_NEAR(y[b * rows + r], dot, 1e-5 * mag + 1e-6) << dtype_name(type) << " cols " << cols << " row " << r;
+        }
+        // The same column alone gives the same bits.
+        ASSERT_TRUE(cuda::gemv(type, dw.p, rows, cols, dx.p + b * cols, d1.p, 1, nullptr).ok());
+        const std::vector<float> solo = d1.get();
+        ASSERT_TRUE(std::equal(solo.begin(), solo.end(), y.begin() + b * rows)) << dtype_name(type) << " batch row " << b;
+      }
+    }
+  }
+  // What it cannot do is an error, not a crash.
+  Dev<float> dx(64), dy(64);
+  EXPECT_FALSE(cuda::gemv(DType::Q6_K, dx.p, 1, 256, dx.p, dy.p, 1, nullptr).ok());
+  EXPECT_FALSE(cuda::gemv(DType::F32, dx.p, 1, 40, dx.p, dy.p, 1, nullptr).ok());
+  EXPECT_FALSE(cuda::gemv(DType::F32, dx.p, 1, 32, dx.p, dy.p, 9, nullptr).ok());
+}
+
+TEST(CudaOps, PagedDecodeAttentionOverShuffledBlocks) {
+  REQUIRE_GPU();
+  const int n_heads = 8, n_kv = 2, bs = 16;
+  const std::vector<int32_t> lens = {1, 37, 300};
+  for (int hd : {64, 128}) {
+    const int max_blocks = (300 + bs - 1) / bs;
+    const int n_blocks = 3 * max_blocks;
+    std::vector<int32_t> ids(n_blocks);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), std::mt19937(9));
+    std::vector<int32_t> tables(3 * max_blocks);
+    for (int i = 0; i < 3 * max_blocks; ++i) tables[i] = ids[i];
+    const size_t cache_elems = static_cast<size_t>(n_blocks) * bs * n_kv * hd;
+    const std::vector<float> kf = randn(cache_elems, 10), vf = randn(cache_elems, 11);
+    std::vector<uint16_t> k(cache_elems), v(cache_elems);
+    for (size_t i = 0; i < cache_elems; ++i) {
+      k[i] = f32_to_f16(kf[i]);
+      v[i] = f32_to_f16(vf[i]);
+    }
+    const std::vector<float> q = randn(3 * n_heads * hd, 12);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    Dev<uint16_t> dk(k), dv(v);
+    Dev<int32_t> dt(tables), dl(lens);
+    Dev<float> dq(q), dout(3 * n_heads * hd);
+    cuda::PagedKv kv{dk.p, dv.p, dt.p, dl.p, max_blocks, bs, n_kv};
+    ASSERT_TRUE(cuda::attention_decode(dq.p, kv, 3, n_heads, hd, scale, dout.p, nullptr).ok());
+    const std::vector<float> out = dout.get();
+    for (int s = 0; s < 3; ++s) {
+      for (int h = 0; h < n_heads; ++h) {
+        const int g = h / (n_heads / n_kv);
+        auto at = [&](const std::vector<uint16_t>& c, int p, int e) {
+          const size_t slot = static_cast<size_t>(tables[s * max_blocks + p / bs]) * bs + p % bs;
+          return static_cast<double>(f16_to_f32(c[(slot * n_kv + g) * hd + e]));
+        };
+        std::vector<double> sc(lens[s]);
+        double mx = -INFINITY;
+        for (int p = 0; p < lens[s]; ++p) {
+          double d = 0;
+          for (int e = 0; e < hd; ++e) d += q[(s * n_heads + h) * hd + e] * at(k, p, e);
+          sc[p] = d * scale;
+          mx = std::max(mx, sc[p]);
+        }
+        double sum = 0;
+        for (double& x : sc) sum += (x = std::exp(x - mx));
+        for (int e = 0; e < hd; ++e) {
+          double o = 0;
+          for (int p = 0; p < lens[s]; ++p) o += sc[p] / sum * at(v, p, e);
+          ASSERT_NEAR(out[(s * n_heads + h) * hd + e], o, 2e-5) << "hd " << hd << " seq " << s << " head " << h;
+        }
+      }
+    }
+  }
+  cuda::PagedKv bad{};
+  bad.n_kv_heads = 3;
+  EXPECT_FALSE(cuda::attention_decode(nullptr, bad, 1, 8, 64, 1.0f, nullptr, nullptr).ok());
+  bad.n_kv_heads = 2;
+  EXPECT_FALSE(cuda::attention_decode(nullptr, bad, 1, 8, 48, 1.0f, nullptr, nullptr).ok());
+}
+
+TEST(CudaOps, ArgmaxTiesToTheLowerId) {
+  REQUIRE_GPU();
+  const int64_t V = 128256, rows = 4;
+  std::vector<float> l = randn(rows * V, 13);
+  l[0 * V + 5] = 100.0f;            // row 0: a clear winner
+  l[1 * V + 7] = l[1 * V + 90000] = 50.0f;  // row 1: a tie
+  l[2 * V + V - 1] = 60.0f;         // row 2: the last id
+  Dev<float> dl(l);
+  Dev<int32_t> out(rows);
+  ASSERT_TRUE(cuda::argmax(dl.p, rows, V, out.p, nullptr).ok());
+  const std::vector<int32_t> got = out.get();
+  EXPECT_EQ(got[0], 5);
+  EXPECT_EQ(got[1], 7);
+  EXPECT_EQ(got[2], V - 1);
+  EXPECT_EQ(got[3], std::max_element(l.begin() + 3 * V, l.end()) - (l.begin() + 3 * V));
+}
+
+}  // namespace
+}  // namespace ll3
