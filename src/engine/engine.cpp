@@ -225,7 +225,6 @@ Status Engine::Impl::init() {
   for (int t = 0; t < pool->size(); ++t) samplers.push_back(std::make_unique<Sampler>(static_cast<int32_t>(c.n_vocab)));
   plan_tokens.reserve(static_cast<size_t>(opt.batch_tokens));
   plan_seqs.reserve(static_cast<size_t>(opt.max_seqs));
-  plan_rows.reserve(static_cast<size_t>(opt.max_seqs));
   to_sample.reserve(static_cast<size_t>(opt.max_seqs));
   sample_rows.reserve(static_cast<size_t>(opt.max_seqs));
   const int64_t rows = std::min(opt.max_seqs, opt.batch_tokens) + so.prompt_logit_rows;
