@@ -3,10 +3,13 @@
 // every position. Writes the logits (float32, n_tokens x n_vocab) and, with PROBE_DUMP=DIR,
 // every F32 node of the graph as DIR/NNN_<node name>.f32 in graph order, so that
 // `ll3 logits --dump-activations` can be compared op by op (compare_activations.py).
+// With PROBE_BENCH=PP,TG it times instead: a prompt of PP tokens (the token file's, repeated)
+// and TG tokens decoded one at a time, median of 3, and prints t/s as llama-bench does.
 // Built and run by llama-cpp-ref.sh; not part of ll3.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ggml-backend.h"
 #include "llama.h"
@@ -31,6 +34,61 @@ static bool dump_node(struct ggml_tensor* t, bool ask, void* user) {
   return true;
 }
 
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void* a, const void* b) {
+  const double x = *(const double*)a, y = *(const double*)b;
+  return (x > y) - (x < y);
+}
+
+// Prompt of pp tokens, then tg single-token steps, 3 times from an empty cache: the medians.
+static int bench(struct llama_model* model, const int* tokens, int n, int pp, int tg, int threads) {
+  struct llama_context_params cp = llama_context_default_params();
+  cp.n_ctx = pp + tg + 16;
+  cp.n_batch = cp.n_ubatch = pp > 0 ? pp : 1;
+  cp.n_threads = cp.n_threads_batch = threads;
+  struct llama_context* ctx = llama_init_from_model(model, cp);
+  if (!ctx) return 1;
+  double tp[3], tt[3];
+  for (int rep = 0; rep < 3; ++rep) {
+    llama_memory_clear(llama_get_memory(ctx), true);
+    struct llama_batch b = llama_batch_init(pp > 0 ? pp : 1, 0, 1);
+    for (int i = 0; i < pp; i++) {
+      b.token[i] = tokens[i % n];
+      b.pos[i] = i;
+      b.n_seq_id[i] = 1;
+      b.seq_id[i][0] = 0;
+      b.logits[i] = i == pp - 1;
+    }
+    b.n_tokens = pp;
+    double t0 = now_s();
+    if (pp > 0 && llama_decode(ctx, b)) return 1;
+    tp[rep] = now_s() - t0;
+    t0 = now_s();
+    for (int i = 0; i < tg; i++) {
+      b.token[0] = tokens[i % n];
+      b.pos[0] = pp + i;
+      b.n_seq_id[0] = 1;
+      b.seq_id[0][0] = 0;
+      b.logits[0] = 1;
+      b.n_tokens = 1;
+      if (llama_decode(ctx, b)) return 1;
+    }
+    tt[rep] = now_s() - t0;
+    llama_batch_free(b);
+  }
+  qsort(tp, 3, sizeof(double), cmp_double);
+  qsort(tt, 3, sizeof(double), cmp_double);
+  if (pp > 0) printf("pp%d: %.2f t/s\n", pp, pp / tp[1]);
+  if (tg > 0) printf("tg%d: %.2f t/s\n", tg, tg / tt[1]);
+  llama_free(ctx);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 5) {
     fprintf(stderr, "usage: llama_probe MODEL TOKENS_FILE OUT.f32 CPU_BACKEND.so [threads]\n");
@@ -50,6 +108,13 @@ int main(int argc, char** argv) {
   if (!tf) return 1;
   while (n < 65536 && fscanf(tf, "%d%*[, \n]", &tokens[n]) == 1) n++;
   fclose(tf);
+
+  const char* bench_spec = getenv("PROBE_BENCH");
+  if (bench_spec) {
+    int pp = 0, tg = 0;
+    if (sscanf(bench_spec, "%d,%d", &pp, &tg) != 2) return 2;
+    return bench(model, tokens, n, pp, tg, argc > 5 ? atoi(argv[5]) : 2);
+  }
 
   struct llama_context_params cp = llama_context_default_params();
   cp.n_ctx = n < 512 ? 512 : n;
