@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/aligned.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "model/batch_plan.h"
@@ -45,7 +46,7 @@ class LlamaRunner {
   void attention(const BatchPlan& plan, int64_t layer);
   // xb = rmsnorm(x) * weight for the T batch rows, split across the threads.
   void rmsnorm_rows(const float* weight, int64_t T);
-  void tap(const char* name, int64_t layer, const std::vector<float>& buf, int64_t rows, int64_t cols) const {
+  void tap(const char* name, int64_t layer, const AlignedVector<float>& buf, int64_t rows, int64_t cols) const {
     if (tap_) tap_(name, layer, buf.data(), rows, cols);
   }
 
@@ -56,25 +57,25 @@ class LlamaRunner {
   int64_t max_tokens_;
   int64_t q_dim_, kv_dim_;
 
-  // Scratch, T = max_batch_tokens.
-  std::vector<float> x_;        // (T, dim) residual stream
-  std::vector<float> xb_;       // (T, dim) normed input of a sub-layer
-  std::vector<float> q_;        // (T, n_heads * head_dim)
-  std::vector<float> k_;        // (T, n_kv_heads * head_dim)
-  std::vector<float> v_;        // (T, n_kv_heads * head_dim)
-  std::vector<float> att_;      // (T, n_heads * head_dim) attention output
-  std::vector<float> proj_;     // (T, dim) output of wo / w_down
-  std::vector<float> gate_;     // (T, ffn_dim)
-  std::vector<float> up_;       // (T, ffn_dim)
-  std::vector<float> rope_cos_; // (T, head_dim / 2)
-  std::vector<float> rope_sin_; // (T, head_dim / 2)
-  std::vector<float> scores_;   // (n_threads, heads per KV head, kv capacity) attention weights
-  std::vector<float> wrows_;    // (n_threads, kRowBlock, max cols) dequantized weight rows
-  std::vector<uint8_t> xq_;     // (T, xq_row_bytes(max cols)) 8-bit activations
-  std::vector<uint8_t> panel_act_;  // see MatmulScratch::panel_act
-  std::vector<uint8_t> wbuf_;   // (n_threads, matmul_wbuf_bytes) weight rows unpacked from panels
-  std::vector<float> xr_;       // 8-bit mode: activations rounded for F16 / BF16 weights (MatmulScratch::xr)
-  std::vector<uint16_t> xbf_;   // AMX only: packed bf16 activations (see MatmulScratch)
+  // Scratch, T = max_batch_tokens, on cache lines (core/aligned.h).
+  AlignedVector<float> x_;        // (T, dim) residual stream
+  AlignedVector<float> xb_;       // (T, dim) normed input of a sub-layer
+  AlignedVector<float> q_;        // (T, n_heads * head_dim)
+  AlignedVector<float> k_;        // (T, n_kv_heads * head_dim)
+  AlignedVector<float> v_;        // (T, n_kv_heads * head_dim)
+  AlignedVector<float> att_;      // (T, n_heads * head_dim) attention output
+  AlignedVector<float> proj_;     // (T, dim) output of wo / w_down
+  AlignedVector<float> gate_;     // (T, ffn_dim)
+  AlignedVector<float> up_;       // (T, ffn_dim)
+  AlignedVector<float> rope_cos_; // (T, head_dim / 2)
+  AlignedVector<float> rope_sin_; // (T, head_dim / 2)
+  AlignedVector<float> scores_;   // (n_threads, heads per KV head, kv capacity) attention weights
+  AlignedVector<float> wrows_;    // (n_threads, kRowBlock, max cols) dequantized weight rows
+  AlignedVector<uint8_t> xq_;     // (T, xq_row_bytes(max cols)) 8-bit activations
+  AlignedVector<uint8_t> panel_act_;  // see MatmulScratch::panel_act
+  AlignedVector<uint8_t> wbuf_;   // (n_threads, matmul_wbuf_bytes) weight rows unpacked from panels
+  AlignedVector<float> xr_;       // 8-bit mode: activations rounded for F16 / BF16 weights (MatmulScratch::xr)
+  AlignedVector<uint16_t> xbf_;   // AMX only: packed bf16 activations (see MatmulScratch)
   std::vector<int32_t> token_pos_;  // (T) position of each batch row
   std::vector<int32_t> token_seq_;  // (T) sequence index of each batch row
   MatmulScratch mm_scratch_;
