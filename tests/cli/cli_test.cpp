@@ -340,5 +340,45 @@ TEST(Cli, InspectShowsHyperParametersAndTensors) {
   }
 }
 
+// --dump-activations: every op of the prompt's forward pass, (rows, cols) floats per file, and
+// consistent with each other (the residual stream adds up exactly as the forward pass adds).
+TEST(Cli, DumpActivationsWritesEveryOpOfThePrompt) {
+  LL3_REQUIRE_SHARED();
+  const std::string dir = test::temp_dir() + "/act";
+  std::filesystem::create_directories(dir);
+  auto r = run_command(ll3() + " logits -m " + tiny() + " --tokens 128000,791,6864 --kv-type f32 --dump-activations " + dir, true);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto floats = [&](const std::string& name) {
+    const std::string path = dir + "/" + name + ".f32";
+    EXPECT_TRUE(std::filesystem::exists(path)) << path;
+    std::vector<float> v(std::filesystem::exists(path) ? std::filesystem::file_size(path) / 4 : 0);
+    std::ifstream f(path, std::ios::binary);
+    f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * 4));
+    return v;
+  };
+  // tiny: dim 64, 4 heads and 2 KV heads of 16, FFN 192, 2 layers; 3 tokens, 1 logits row.
+  const std::pair<const char*, size_t> ops[] = {{"attn_norm", 64}, {"Qcur", 64},    {"Kcur", 32},       {"Vcur", 32},
+                                                {"Qrope", 64},     {"Krope", 32},   {"kqv_out", 64},    {"attn_out", 64},
+                                                {"ffn_inp", 64},   {"ffn_norm", 64}, {"ffn_gate", 192}, {"ffn_up", 192},
+                                                {"ffn_swiglu", 192}, {"ffn_out", 64}, {"l_out", 64}};
+  for (int l = 0; l < 2; ++l) {
+    for (const auto& [op, cols] : ops) EXPECT_EQ(floats(std::string(op) + "-" + std::to_string(l)).size(), 3 * cols) << op << " " << l;
+    const std::vector<float> in = floats("ffn_inp-" + std::to_string(l)), out = floats("ffn_out-" + std::to_string(l)),
+                             sum = floats("l_out-" + std::to_string(l));
+    for (size_t i = 0; i < sum.size() && i < in.size() && i < out.size(); ++i) ASSERT_EQ(sum[i], in[i] + out[i]) << l << " " << i;
+  }
+  EXPECT_EQ(floats("result_norm").size(), 64u);
+  auto bad = run_command(ll3() + " logits -m " + tiny() + " --tokens 128000 --dump-activations /nonexistent/dir", true);
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.output.find("cannot write the activations"), std::string::npos) << bad.output;
+}
+
+TEST(Cli, VersionNamesTheBackends) {
+  auto r = run_command(ll3() + " --version");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.rfind("ll3 ", 0), 0u) << r.output;
+  EXPECT_NE(r.output.find("backends: cpu ("), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace ll3
