@@ -85,10 +85,6 @@ bool to_call(const json& j, const std::vector<std::string>& names, ToolCall* out
   return true;
 }
 
-// Object arguments as the model wrote them, minified: the text a stream sends piece by piece
-// (re-serializing could change numbers and escapes, and then the pieces would not add up).
-std::vector<ToolCall> with_model_arguments(std::vector<ToolCall> calls, std::string_view text);
-
 json parse_json(std::string_view s) {
   if (json_depth(s, kMaxJsonDepth) > kMaxJsonDepth) return json(json::value_t::discarded);
   return json::parse(s.begin(), s.end(), nullptr, false);
@@ -157,6 +153,24 @@ std::vector<PartialCall> scan_partial_tool_calls(std::string_view s) {
   return calls;
 }
 
+namespace {
+
+// Object arguments as the model wrote them, minified: the text a stream sends piece by piece
+// (re-serializing could change numbers and escapes, and then the pieces would not add up).
+std::vector<ToolCall> with_model_arguments(std::vector<ToolCall> calls, std::string_view text) {
+  const std::vector<PartialCall> seen = scan_partial_tool_calls(text);
+  for (size_t k = 0; k < calls.size() && k < seen.size(); ++k) {
+    // The same value (not, say, the first of two "parameters" keys where the parse kept the last).
+    if (seen[k].object_arguments && seen[k].name == calls[k].name &&
+        json::parse(seen[k].arguments, nullptr, false) == json::parse(calls[k].arguments, nullptr, false)) {
+      calls[k].arguments = seen[k].arguments;
+    }
+  }
+  return calls;
+}
+
+}  // namespace
+
 std::vector<ToolCall> parse_tool_calls(std::string_view text, const std::vector<std::string>& names) {
   std::string_view s = trim(text);
   if (s.substr(0, kPythonTag.size()) == kPythonTag) s = trim(s.substr(kPythonTag.size()));
@@ -185,20 +199,6 @@ std::vector<ToolCall> parse_tool_calls(std::string_view text, const std::vector<
   }
   return with_model_arguments(std::move(calls), text);
 }
-
-namespace {
-std::vector<ToolCall> with_model_arguments(std::vector<ToolCall> calls, std::string_view text) {
-  const std::vector<PartialCall> seen = scan_partial_tool_calls(text);
-  for (size_t k = 0; k < calls.size() && k < seen.size(); ++k) {
-    // The same value (not, say, the first of two "parameters" keys where the parse kept the last).
-    if (seen[k].object_arguments && seen[k].name == calls[k].name &&
-        json::parse(seen[k].arguments, nullptr, false) == json::parse(calls[k].arguments, nullptr, false)) {
-      calls[k].arguments = seen[k].arguments;
-    }
-  }
-  return calls;
-}
-}  // namespace
 
 ToolSniff sniff_tool_call(std::string_view text) {
   std::string_view s = text;
