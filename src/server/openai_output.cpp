@@ -176,17 +176,10 @@ std::string ChoiceOutput::content_chunk(const std::string& text, const std::vect
 std::string ChoiceOutput::start() {
   if (!cfg_.stream) return "";
   if (chat()) {
-    ojson c = ojson::object();
-    c["index"] = cfg_.index;
     ojson delta = ojson::object();
     delta["role"] = "assistant";
     delta["content"] = "";
-    c["delta"] = std::move(delta);
-    c["logprobs"] = nullptr;
-    c["finish_reason"] = nullptr;
-    ojson choices = ojson::array();
-    choices.push_back(std::move(c));
-    return sse_event(response_json(*header_, true, std::move(choices), nullptr));
+    return delta_chunk(std::move(delta));
   }
   if (cfg_.echo_text.empty() || cfg_.echo_scored) return "";  // a scored echo waits for prompt()
   return content_chunk(cfg_.echo_text, {}, nullptr);
@@ -263,6 +256,10 @@ std::string ChoiceOutput::call_chunk(size_t k, const std::string* name, const st
   calls.push_back(std::move(call));
   ojson delta = ojson::object();
   delta["tool_calls"] = std::move(calls);
+  return delta_chunk(std::move(delta));
+}
+
+std::string ChoiceOutput::delta_chunk(ojson delta) const {
   ojson c = ojson::object();
   c["index"] = cfg_.index;
   c["delta"] = std::move(delta);

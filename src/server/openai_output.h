@@ -109,6 +109,8 @@ class ChoiceOutput {
   // One streamed tool_calls delta for call k: its header (id, type, name, empty arguments) when
   // name is given, else a piece of its arguments.
   std::string call_chunk(size_t k, const std::string* name, const std::string& arguments) const;
+  // A streamed chat chunk of this choice with `delta`, no logprobs and no finish reason.
+  std::string delta_chunk(ojson delta) const;
   // Streaming tools: the deltas the output held so far adds (a call's header once its name is
   // known and offered, then its arguments as they arrive).
   std::string stream_calls();

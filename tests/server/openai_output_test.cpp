@@ -58,6 +58,15 @@ ResponseHeader chat_header() {
   return h;
 }
 
+// A streamed chat choice with these tools offered.
+ChoiceConfig streamed_tools(std::vector<std::string> names) {
+  ChoiceConfig c;
+  c.tools = true;
+  c.tool_names = std::move(names);
+  c.stream = true;
+  return c;
+}
+
 FinishInfo fin(FinishReason r, std::string tail = "") {
   FinishInfo f;
   f.reason = r;
@@ -203,10 +212,7 @@ TEST(ToolCalls, ParsesLlama31Calls) {
 
 TEST(OpenAiOutput, ToolCallsStreamedAsDeltasAndWhole) {
   ResponseHeader h = chat_header();
-  ChoiceConfig c;
-  c.tools = true;
-  c.tool_names = {"get_weather"};
-  c.stream = true;
+  ChoiceConfig c = streamed_tools({"get_weather"});
   const std::vector<std::string> pieces = {"<|python_tag|>", "{\"name\": \"get_weather\", ", "\"parameters\": {\"city\": ", "\"Paris\"}}"};
   ChoiceOutput s(&h, c, piece_of);
   std::string sse = s.start();
@@ -351,10 +357,7 @@ static std::map<int, std::pair<std::string, std::string>> assemble_calls(const s
 
 TEST(OpenAiOutput, ToolCallDeltasAddUpToTheCallsWhateverThePieces) {
   ResponseHeader h = chat_header();
-  ChoiceConfig c;
-  c.tools = true;
-  c.tool_names = {"get_weather", "get_time"};
-  c.stream = true;
+  ChoiceConfig c = streamed_tools({"get_weather", "get_time"});
   const std::string text =
       "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Par is\", \"days\": [1, 2], \"q\": \"a\\\"}\"}};"
       " {\"parameters\": {\"zone\": \"UTC\"}, \"name\": \"get_time\"}";
@@ -386,10 +389,7 @@ TEST(OpenAiOutput, ToolCallDeltasAddUpToTheCallsWhateverThePieces) {
 
 TEST(OpenAiOutput, UnofferedFunctionStreamsNothingAndEndsAsContent) {
   ResponseHeader h = chat_header();
-  ChoiceConfig c;
-  c.tools = true;
-  c.tool_names = {"get_weather"};
-  c.stream = true;
+  ChoiceConfig c = streamed_tools({"get_weather"});
   ChoiceOutput s(&h, c, piece_of);
   s.start();
   EXPECT_TRUE(s.token(ev(0, "x", "{\"name\": \"rm_rf\", ")).empty());
@@ -402,10 +402,7 @@ TEST(OpenAiOutput, UnofferedFunctionStreamsNothingAndEndsAsContent) {
 
 TEST(OpenAiOutput, CallCutOffAfterItsHeaderStillEndsAsToolCalls) {
   ResponseHeader h = chat_header();
-  ChoiceConfig c;
-  c.tools = true;
-  c.tool_names = {"get_weather"};
-  c.stream = true;
+  ChoiceConfig c = streamed_tools({"get_weather"});
   ChoiceOutput s(&h, c, piece_of);
   s.start();
   std::string sse = s.token(ev(0, "x", "{\"name\": \"get_weather\", \"parameters\": {\"ci"));
