@@ -166,6 +166,41 @@ LL3_GEMM_Q(Q4_K)
 LL3_GEMM_Q(Q5_K)
 LL3_GEMM_Q(Q6_K)
 
+// The prompt / batched-decode path over panels: W (rows x n) repacked into panels times
+// `tokens` activation rows through dot_q_panel_rows, the kernel a step of many decode rows
+// runs. Counts 2 ops per weight per token; one thread.
+void gemm_panels(benchmark::State& state, DType t) {
+  const int64_t n = state.range(0), rows = state.range(1), tokens = state.range(2);
+  const ll3::TypeTraits* tt = ll3::type_traits(t);
+  if (tt->dot_q_panel_rows == nullptr || !ll3::kernels::panel_layout_exists(t, rows, n)) {
+    state.SkipWithError("no panel row kernel");
+    return;
+  }
+  std::vector<uint8_t> w = make_weights(t, n, rows);
+  ll3::kernels::panel_pack_matrix(t, w.data(), rows, n);
+  const size_t xq_bytes = ll3::dtype_row_bytes(tt->vec_dot_type, n);
+  std::vector<uint8_t> xq;
+  for (int64_t j = 0; j < tokens; ++j) {
+    const std::vector<uint8_t> row = quantized_activations(t, random_floats(n, 1 + static_cast<uint32_t>(j)));
+    xq.insert(xq.end(), row.begin(), row.end());
+  }
+  std::vector<float> y(rows * tokens);
+  for (auto _ : state) {
+    tt->dot_q_panel_rows(w.data(), rows / ll3::kernels::kPanelRows, xq.data(), xq_bytes, tokens, n, y.data(), rows);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GOPS"] = benchmark::Counter(2.0 * n * rows * tokens * state.iterations() / 1e9,
+                                              benchmark::Counter::kIsRate);
+}
+
+#define LL3_GEMM_PANELS(T) \
+  BENCHMARK_CAPTURE(gemm_panels, T, DType::T)->Args({2048, 512, 16})->Args({2048, 512, 4})->Args({8192, 256, 16})->Unit(benchmark::kMicrosecond);
+
+LL3_GEMM_PANELS(Q4_K)
+LL3_GEMM_PANELS(Q6_K)
+LL3_GEMM_PANELS(Q8_0)
+
 #define LL3_GEMV_Q(T) \
   BENCHMARK_CAPTURE(gemv_q, T, DType::T)->Args({2048, 256})->Args({2048, 2048})->Args({2048, 8192})->Unit(benchmark::kMicrosecond);
 

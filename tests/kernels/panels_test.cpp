@@ -190,11 +190,13 @@ TEST(Panels, Avx2DecodeKernelsEqualTheReferenceDot) {
 }
 
 // The prompt kernels over panels (TypeTraits::dot_q_panel_rows): every row of every panel against
-// every activation row equals the reference integer dot, for token counts around their passes
-// of 4 and rows longer than one prepared segment.
+// every activation row equals the reference integer dot, and equals bit for bit the decode
+// kernel of the same instruction set on that row alone (kernels/int_dot_order.h: one answer
+// whatever the batch), for token counts around their passes of 4 and tiles of 16 and rows
+// longer than one prepared segment.
 using PanelRowKernel = void (*)(const void*, int64_t, const void*, size_t, int64_t, int64_t, float*, size_t);
 
-void check_panel_row_kernel(const Case& c, PanelRowKernel fn, std::mt19937& rng) {
+void check_panel_row_kernel(const Case& c, PanelRowKernel fn, PanelKernel decode, std::mt19937& rng) {
   const TypeTraits* tr = type_traits_ref(c.type);
   const TypeTraits* act = type_traits_ref(tr->vec_dot_type);
   const DTypeInfo wi = dtype_info(c.type), ai = dtype_info(tr->vec_dot_type);
@@ -209,7 +211,7 @@ void check_panel_row_kernel(const Case& c, PanelRowKernel fn, std::mt19937& rng)
       for (int64_t p = 0; p < rows / kPanelRows; ++p) {
         kernels::panel_pack(c.type, w.data() + p * kPanelRows * rb, panels.data() + p * kPanelRows * rb, cols);
       }
-      for (int64_t nx : {1, 3, 4, 7, 9}) {
+      for (int64_t nx : {1, 3, 4, 7, 9, 16, 17, 35}) {
         std::vector<uint8_t> xq(static_cast<size_t>(nx) * xb);
         for (int64_t x = 0; x < nx; ++x) {
           std::vector<float> v = test::random_normal(static_cast<size_t>(cols), rng());
@@ -221,6 +223,15 @@ void check_panel_row_kernel(const Case& c, PanelRowKernel fn, std::mt19937& rng)
         }
         std::vector<float> y(static_cast<size_t>(nx * rows), NAN);
         fn(panels.data(), rows / kPanelRows, xq.data(), xb, nx, cols, y.data(), static_cast<size_t>(rows));
+        std::vector<uint8_t> pa(kernels::panel_act_bytes(cols));
+        std::vector<float> alone(static_cast<size_t>(rows));
+        for (int64_t x = 0; x < nx; ++x) {
+          kernels::panel_act(c.type, xq.data() + x * xb, cols, pa.data());
+          decode(panels.data(), rows / kPanelRows, xq.data() + x * xb, pa.data(), cols, alone.data());
+          for (int64_t r = 0; r < rows; ++r) {
+            ASSERT_EQ(y[x * rows + r], alone[r]) << "cols " << cols << " token " << x << " of " << nx << " row " << r;
+          }
+        }
         for (int64_t x = 0; x < nx; ++x) {
           for (int64_t r = 0; r < rows; ++r) {
             const uint8_t* wr = w.data() + r * rb;
@@ -250,14 +261,14 @@ void check_panel_row_kernel(const Case& c, PanelRowKernel fn, std::mt19937& rng)
 TEST(Panels, PanelRowKernelsEqualTheReferenceDot) {
   std::mt19937 rng(8);
   if (cpu_features().has_avx2_set()) {
-    check_panel_row_kernel(kCases[0], kernels::avx2::q4_k_dot_q8_k_panel_rows, rng);
-    check_panel_row_kernel(kCases[1], kernels::avx2::q6_k_dot_q8_k_panel_rows, rng);
-    check_panel_row_kernel(kCases[2], kernels::avx2::q8_0_dot_q8_0_panel_rows, rng);
+    check_panel_row_kernel(kCases[0], kernels::avx2::q4_k_dot_q8_k_panel_rows, kernels::avx2::q4_k_dot_q8_k_panels, rng);
+    check_panel_row_kernel(kCases[1], kernels::avx2::q6_k_dot_q8_k_panel_rows, kernels::avx2::q6_k_dot_q8_k_panels, rng);
+    check_panel_row_kernel(kCases[2], kernels::avx2::q8_0_dot_q8_0_panel_rows, kernels::avx2::q8_0_dot_q8_0_panels, rng);
   }
   if (cpu_features().has_avx512_set()) {
-    check_panel_row_kernel(kCases[0], kernels::avx512::q4_k_dot_q8_k_panel_rows, rng);
-    check_panel_row_kernel(kCases[1], kernels::avx512::q6_k_dot_q8_k_panel_rows, rng);
-    check_panel_row_kernel(kCases[2], kernels::avx512::q8_0_dot_q8_0_panel_rows, rng);
+    check_panel_row_kernel(kCases[0], kernels::avx512::q4_k_dot_q8_k_panel_rows, kernels::avx512::q4_k_dot_q8_k_panels, rng);
+    check_panel_row_kernel(kCases[1], kernels::avx512::q6_k_dot_q8_k_panel_rows, kernels::avx512::q6_k_dot_q8_k_panels, rng);
+    check_panel_row_kernel(kCases[2], kernels::avx512::q8_0_dot_q8_0_panel_rows, kernels::avx512::q8_0_dot_q8_0_panels, rng);
   }
   if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "no AVX2";
 }

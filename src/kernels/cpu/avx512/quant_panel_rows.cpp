@@ -1,0 +1,405 @@
+// The prompt / batched-decode kernels over the panel layout (kernels/panels.h): 16 weight rows
+// against many activation rows (TypeTraits::dot_q_panel_rows), the kernels of every step that
+// carries more than one token.
+//
+// Each weight block of a panel is unpacked once for a tile of up to 16 tokens: its scales
+// decoded (and, for Q6_K, its 6-bit values assembled into bytes in an L1 buffer), then applied
+// to the tile in register passes of 4 tokens, the tile's accumulators kept in an L1 buffer
+// between blocks. Passes of 4 tokens that each unpacked the block again spent half of Q6_K's
+// time on the unpacking (Q6_K 139 -> see PERFORMANCE.md, one thread, 16 tokens).
+//
+// Every product follows kernels/int_dot_order.h exactly (exact integer sums per block, then
+// one fma per block in row order), so the results are bit-identical to the decode kernels'.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cpu/panel_act.h"
+#include "kernels/cpu/row_passes.h"
+#include "kernels/panels.h"
+#include "kernels/quant_kernels.h"
+#include "kernels/quant_simd_unpack.h"
+
+namespace ll3::kernels::avx512 {
+
+using namespace ll3::quant;
+
+namespace {
+
+constexpr int R = static_cast<int>(kPanelRows);
+constexpr int kTile = 16;  // tokens whose accumulators one pass over a panel's blocks updates
+constexpr int kPass = 4;   // tokens per register pass over one block
+// With more than one tile, the panels go in runs of about this many bytes, every tile over one
+// run before the next, so that the tiles after the first read the run from L2, not memory.
+constexpr size_t kRunBytes = size_t{256} << 10;
+
+inline __m512 load_f16x16(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+inline __m512i bcast32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// Prefetch: the first register pass over a block also fetches the next block into L1, one
+// line per few of its instructions (kPrefetch; the other passes have none). The next block is
+// needed only after all the tile's passes over this one, ample time for it to arrive; issued as
+// a burst at the block's start, the prefetches stalled on the core's line-fill buffers (7% of a
+// 16-row step, one thread), and without them the block's first loads did.
+template <bool kPrefetch>
+inline void prefetch_line_of(const uint8_t* pf, int line) {
+  if constexpr (kPrefetch) _mm_prefetch(reinterpret_cast<const char*>(pf) + 64 * line, _MM_HINT_T0);
+}
+
+// pass.template operator()<NX, first>(x) for the tokens [0, nt) in passes of kPass (the last
+// shorter); first: the pass that prefetches.
+template <class F>
+inline void token_passes(int nt, F&& pass) {
+  int x = 0;
+  if (nt >= kPass) {
+    pass.template operator()<kPass, true>(0);
+    x = kPass;
+    for (; x + kPass <= nt; x += kPass) pass.template operator()<kPass, false>(x);
+  }
+  static_assert(kPass == 4, "the remainder cases below cover 1 .. kPass - 1");
+  switch (nt - x) {
+    case 3: x == 0 ? pass.template operator()<3, true>(x) : pass.template operator()<3, false>(x); break;
+    case 2: x == 0 ? pass.template operator()<2, true>(x) : pass.template operator()<2, false>(x); break;
+    case 1: x == 0 ? pass.template operator()<1, true>(x) : pass.template operator()<1, false>(x); break;
+    default: break;
+  }
+}
+
+// body(first panel, panel count, first token, token count) over runs of panels and tiles of
+// tokens (see kRunBytes).
+template <class F>
+void runs_and_tiles(int64_t npanels, size_t panel_bytes, int64_t nx, F&& body) {
+  const int64_t run = nx <= kTile ? npanels : std::max<int64_t>(1, static_cast<int64_t>(kRunBytes / panel_bytes));
+  for (int64_t p0 = 0; p0 < npanels; p0 += run) {
+    for (int64_t x0 = 0; x0 < nx; x0 += kTile) {
+      body(p0, std::min(run, npanels - p0), x0, static_cast<int>(std::min<int64_t>(kTile, nx - x0)));
+    }
+  }
+}
+
+// The tile's accumulators (16 rows of each token) between blocks.
+struct alignas(64) TileAcc {
+  float v[kTile][R];
+  void zero(int nt) {
+    for (int x = 0; x < nt; ++x) _mm512_store_ps(v[x], _mm512_setzero_ps());
+  }
+};
+
+// ---- Q4_K ------------------------------------------------------------------------------------
+// Per block and row: sum_t d * sc_t * S_t - dmin * d_a * sum_t m_t * B_t (see the decode
+// kernel, avx512/quant_panels.cpp). The high nibbles go to vpdpbusd in place (16 times their
+// value) and their products are divided by 16 per sub-block: exact, every term a multiple of 16.
+constexpr int64_t kMaxK4Blocks = kPanelRowsMaxCols / kQKK;
+
+struct Q4KScales {
+  __m512i sa[4], sb[4];  // scales of sub-blocks 2j and 2j+1, one dword per row
+  __m512i mn_lo, mn_hi;  // the 8 mins, 4 per dword
+  __m512 d, dmin;
+};
+
+inline Q4KScales q4_k_scales(const uint8_t* blk) {
+  const __m512i m3f = _mm512_set1_epi8(0x3f), m0f = _mm512_set1_epi8(0x0f), m03 = _mm512_set1_epi8(0x03);
+  const __m512i ff = _mm512_set1_epi32(0xff);
+  const __m512i sc0 = _mm512_loadu_si512(blk + 64), sc1 = _mm512_loadu_si512(blk + 128);
+  const __m512i sc2 = _mm512_loadu_si512(blk + 192);
+  Q4KScales s;
+  const __m512i sc_lo = _mm512_and_si512(sc0, m3f);
+  const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(sc2, m0f),
+                                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(sc0, 6), m03), 4));
+  s.mn_lo = _mm512_and_si512(sc1, m3f);
+  s.mn_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(sc2, 4), m0f),
+                            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(sc1, 6), m03), 4));
+  LL3_UNROLL for (int j = 0; j < 4; ++j) {
+    const __m512i scv = j < 2 ? sc_lo : sc_hi;
+    const int sh = 16 * (j & 1);
+    s.sa[j] = _mm512_and_si512(_mm512_srli_epi32(scv, sh), ff);
+    s.sb[j] = _mm512_and_si512(_mm512_srli_epi32(scv, sh + 8), ff);
+  }
+  s.d = load_f16x16(blk);
+  s.dmin = load_f16x16(blk + 32);
+  return s;
+}
+
+template <int NX, bool kPrefetch>
+inline void q4_k_pass(const uint8_t* blk, const Q4KScales& s, const BlockQ8_K* const* arow, const K4PanelAct (*digits)[kMaxK4Blocks],
+                      int64_t i, float (*acc)[R], float (*accm)[R], const uint8_t* pf) {
+  const BlockQ8_K* a[NX];
+  const K4PanelAct* dg[NX];
+  for (int x = 0; x < NX; ++x) {
+    a[x] = arow[x] + i;
+    dg[x] = &digits[x][i];
+  }
+  const __m512i m0f = _mm512_set1_epi8(0x0f), mf0 = _mm512_set1_epi8(static_cast<char>(0xf0));
+  __m512i isum[NX];
+  for (int x = 0; x < NX; ++x) isum[x] = _mm512_setzero_si512();
+  LL3_UNROLL for (int j = 0; j < 4; ++j) {
+    __m512i lo[NX], hi[NX];
+    for (int x = 0; x < NX; ++x) lo[x] = hi[x] = _mm512_setzero_si512();
+    LL3_UNROLL for (int k = 0; k < 8; ++k) {
+      const __m512i q = _mm512_loadu_si512(blk + 256 + 64 * (8 * j + k));
+      prefetch_line_of<kPrefetch>(pf, 4 + 8 * j + k);
+      const __m512i ql = _mm512_and_si512(q, m0f), qh = _mm512_and_si512(q, mf0);
+      for (int x = 0; x < NX; ++x) {
+        const uint8_t* aq = reinterpret_cast<const uint8_t*>(a[x]->qs);
+        lo[x] = _mm512_dpbusd_epi32(lo[x], ql, bcast32(aq + 64 * j + 4 * k));
+        hi[x] = _mm512_dpbusd_epi32(hi[x], qh, bcast32(aq + 64 * j + 32 + 4 * k));
+      }
+    }
+    for (int x = 0; x < NX; ++x) {
+      isum[x] = _mm512_add_epi32(isum[x], _mm512_add_epi32(_mm512_mullo_epi32(lo[x], s.sa[j]),
+                                                           _mm512_srai_epi32(_mm512_mullo_epi32(hi[x], s.sb[j]), 4)));
+    }
+  }
+  for (int l = 0; l < 4; ++l) prefetch_line_of<kPrefetch>(pf, l);  // d, dmin, the scales
+  for (int x = 0; x < NX; ++x) {
+    __m512i mh = _mm512_dpbusd_epi32(_mm512_setzero_si512(), s.mn_lo, bcast32(dg[x]->h));
+    mh = _mm512_dpbusd_epi32(mh, s.mn_hi, bcast32(dg[x]->h + 4));
+    __m512i ml = _mm512_dpbusd_epi32(_mm512_setzero_si512(), s.mn_lo, bcast32(dg[x]->l));
+    ml = _mm512_dpbusd_epi32(ml, s.mn_hi, bcast32(dg[x]->l + 4));
+    const __m512i mins = _mm512_add_epi32(_mm512_slli_epi32(mh, 6), ml);
+    const __m512 ad = _mm512_set1_ps(a[x]->d);
+    _mm512_store_ps(acc[x], _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[x]), _mm512_mul_ps(s.d, ad), _mm512_load_ps(acc[x])));
+    _mm512_store_ps(accm[x], _mm512_fmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(s.dmin, ad), _mm512_load_ps(accm[x])));
+  }
+}
+
+// ---- Q6_K ------------------------------------------------------------------------------------
+// w = d * sc_g * (u - 32) per group g of 16 weights (see the decode kernel). A block's u are
+// assembled from ql and qh once, into bytes, for the whole tile.
+constexpr int64_t kQ6Seg = 32;  // activation blocks whose digits are prepared at a time (even)
+
+struct alignas(64) Q6KUnpacked {
+  __m512i u[2][2][16];  // [half h][low / high nibble lines][line kk]: 4 bytes of each row
+  __m512i scale[16];    // group scales, sign-extended, one dword per row
+  __m512i sc[4];        // the 16 scale bytes as loaded (4 per dword)
+  __m512i c1;           // sum_g sc_g per row
+};
+
+inline void q6_k_unpack(const uint8_t* blk, Q6KUnpacked& b) {
+  const __m512i m0f = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30), ones = _mm512_set1_epi8(1);
+  b.c1 = _mm512_setzero_si512();
+  LL3_UNROLL for (int q = 0; q < 4; ++q) {
+    b.sc[q] = _mm512_loadu_si512(blk + 64 * q);
+    b.c1 = _mm512_dpbusd_epi32(b.c1, ones, b.sc[q]);
+  }
+  LL3_UNROLL for (int g = 0; g < 16; ++g) {
+    b.scale[g] = _mm512_srai_epi32(_mm512_slli_epi32(b.sc[g / 4], 24 - 8 * (g % 4)), 24);
+  }
+  LL3_UNROLL for (int h = 0; h < 2; ++h) {
+    // qh dword mm holds, in bit pairs 0..3, the high bits of weights 4mm, 32 + 4mm, 64 + 4mm
+    // and 96 + 4mm of this half (+ 0..3 each); ql dwords 4q .. 4q+3: low nibbles are group
+    // 8h + q, high nibbles group 8h + 4 + q.
+    const uint8_t* half = blk + 256 + 1536 * h;
+    LL3_UNROLL for (int kk = 0; kk < 16; ++kk) {
+      const int q = kk / 4;
+      const __m512i ql = _mm512_loadu_si512(half + 512 + 64 * kk);
+      const __m512i hb = _mm512_loadu_si512(half + 64 * (kk % 8));
+      const __m512i hl = q < 2 ? _mm512_slli_epi16(hb, 4) : _mm512_slli_epi16(hb, 2);
+      const __m512i hh = q < 2 ? hb : _mm512_srli_epi16(hb, 2);
+      _mm512_store_si512(&b.u[h][0][kk], _mm512_or_si512(_mm512_and_si512(ql, m0f), _mm512_and_si512(hl, m30)));
+      _mm512_store_si512(&b.u[h][1][kk],
+                         _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m0f), _mm512_and_si512(hh, m30)));
+    }
+  }
+}
+
+template <int NX, bool kPrefetch>
+inline void q6_k_pass(const Q6KUnpacked& b, __m512 dw, const BlockQ8_K* const* arow, const Q6PanelAct (*digits)[kQ6Seg],
+                      int64_t i, int64_t s0, float (*acc)[R], const uint8_t* pf) {
+  const BlockQ8_K* a[NX];
+  const Q6PanelAct* dg[NX];
+  for (int x = 0; x < NX; ++x) {
+    a[x] = arow[x] + i;
+    dg[x] = &digits[x][i - s0];
+  }
+  __m512i isum[NX];
+  for (int x = 0; x < NX; ++x) {
+    // The offset term: 32 * sum_g sc_g * bsum_g, bsum_g + 2048 as 64 h_g + l_g.
+    __m512i ch = _mm512_setzero_si512(), cl = ch;
+    LL3_UNROLL for (int q = 0; q < 4; ++q) {
+      ch = _mm512_dpbusd_epi32(ch, bcast32(dg[x]->h + 4 * q), b.sc[q]);
+      cl = _mm512_dpbusd_epi32(cl, bcast32(dg[x]->l + 4 * q), b.sc[q]);
+    }
+    const __m512i corr = _mm512_sub_epi32(_mm512_add_epi32(_mm512_slli_epi32(ch, 6), cl), _mm512_slli_epi32(b.c1, 11));
+    isum[x] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(corr, 5));
+  }
+  LL3_UNROLL for (int h = 0; h < 2; ++h) {
+    LL3_UNROLL for (int q = 0; q < 4; ++q) {
+      __m512i ul[NX], uh[NX];
+      for (int x = 0; x < NX; ++x) ul[x] = uh[x] = _mm512_setzero_si512();
+      LL3_UNROLL for (int t = 0; t < 4; ++t) {
+        const int kk = 4 * q + t;
+        const __m512i lo = _mm512_load_si512(&b.u[h][0][kk]), hi = _mm512_load_si512(&b.u[h][1][kk]);
+        prefetch_line_of<kPrefetch>(pf, 2 * (16 * h + kk));
+        prefetch_line_of<kPrefetch>(pf, 2 * (16 * h + kk) + 1);
+        for (int x = 0; x < NX; ++x) {
+          const uint8_t* aq = reinterpret_cast<const uint8_t*>(a[x]->qs);
+          ul[x] = _mm512_dpbusd_epi32(ul[x], lo, bcast32(aq + 128 * h + 4 * kk));
+          uh[x] = _mm512_dpbusd_epi32(uh[x], hi, bcast32(aq + 128 * h + 64 + 4 * kk));
+        }
+      }
+      for (int x = 0; x < NX; ++x) {
+        isum[x] = _mm512_add_epi32(isum[x], _mm512_add_epi32(_mm512_mullo_epi32(ul[x], b.scale[8 * h + q]),
+                                                             _mm512_mullo_epi32(uh[x], b.scale[8 * h + 4 + q])));
+      }
+    }
+  }
+  for (int x = 0; x < NX; ++x) {
+    const __m512 ad = _mm512_set1_ps(a[x]->d);
+    _mm512_store_ps(acc[x], _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[x]), _mm512_mul_ps(dw, ad), _mm512_load_ps(acc[x])));
+  }
+}
+
+// ---- Q8_0 ------------------------------------------------------------------------------------
+// The weights are stored + 128 (unsigned): sum (w + 128) a - 128 * sum a = sum w a.
+constexpr int64_t kQ8Seg = 128;  // activation blocks prepared at a time (even)
+
+template <int NX, bool kPrefetch>
+inline void q8_0_pass(const uint8_t* qs, __m512 dw, const BlockQ8_0* const* arow, const Q80PanelAct (*sums_rows)[kQ8Seg],
+                      int64_t i, int64_t s0, float (*acc)[R], const uint8_t* pf) {
+  const BlockQ8_0* a[NX];
+  const Q80PanelAct* sums[NX];
+  for (int x = 0; x < NX; ++x) {
+    a[x] = arow[x] + i;
+    sums[x] = &sums_rows[x][i - s0];
+  }
+  __m512i isum[NX];
+  for (int x = 0; x < NX; ++x) isum[x] = _mm512_set1_epi32(-sums[x]->sum128);
+  LL3_UNROLL for (int k = 0; k < 8; ++k) {
+    const __m512i g = _mm512_loadu_si512(qs + 64 * k);
+    prefetch_line_of<kPrefetch>(pf, k);
+    for (int x = 0; x < NX; ++x) isum[x] = _mm512_dpbusd_epi32(isum[x], g, bcast32(a[x]->qs + 4 * k));
+  }
+  for (int x = 0; x < NX; ++x) {
+    const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(sums[x]->d));
+    _mm512_store_ps(acc[x], _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[x]), s, _mm512_load_ps(acc[x])));
+  }
+}
+
+// A segment's accumulators: zero for the first, else where the last segment left them in y
+// (one chain over the row, the order of kernels/int_dot_order.h).
+inline void segment_start(TileAcc& acc, int nt, const float* y, size_t y_stride, bool first) {
+  for (int x = 0; x < nt; ++x) {
+    _mm512_store_ps(acc.v[x], first ? _mm512_setzero_ps() : _mm512_loadu_ps(y + x * y_stride));
+  }
+}
+
+inline void store_tile(const TileAcc& acc, int nt, float* y, size_t y_stride) {
+  for (int x = 0; x < nt; ++x) _mm512_storeu_ps(y + x * y_stride, _mm512_load_ps(acc.v[x]));
+}
+
+}  // namespace
+
+void q4_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
+                              float* y, size_t y_stride) {
+  // The digits of the whole row (n <= kPanelRowsMaxCols): the two accumulators of
+  // kernels/int_dot_order.h run over the row in one pass.
+  constexpr size_t kUnit = R * sizeof(BlockQ4_K);
+  const int64_t nb = n / kQKK;
+  const size_t panel_bytes = kUnit * static_cast<size_t>(nb);
+  runs_and_tiles(npanels, panel_bytes, nx, [&](int64_t p0, int64_t np, int64_t x0, int nt) {
+    alignas(64) K4PanelAct digits[kTile][kMaxK4Blocks];
+    const BlockQ8_K* arow[kTile];
+    for (int x = 0; x < nt; ++x) {
+      arow[x] = act_row<BlockQ8_K>(xq, stride, x0 + x);
+      panel_act(DType::Q4_K, arow[x], n, digits[x]);
+    }
+    TileAcc acc, accm;
+    for (int64_t p = p0; p < p0 + np; ++p) {
+      const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
+      acc.zero(nt);
+      accm.zero(nt);
+      for (int64_t i = 0; i < nb; ++i) {
+        const uint8_t* blk = w + i * kUnit;
+        const Q4KScales s = q4_k_scales(blk);
+        token_passes(nt, [&]<int NX, bool kPf>(int x) {
+          q4_k_pass<NX, kPf>(blk, s, arow + x, digits + x, i, acc.v + x, accm.v + x, blk + kUnit);
+        });
+      }
+      for (int x = 0; x < nt; ++x) {
+        _mm512_storeu_ps(y + (x0 + x) * y_stride + p * R, _mm512_sub_ps(_mm512_load_ps(acc.v[x]), _mm512_load_ps(accm.v[x])));
+      }
+    }
+  });
+}
+
+void q6_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
+                              float* y, size_t y_stride) {
+  constexpr int64_t kSeg = kQ6Seg;
+  constexpr size_t kUnit = R * 2 * sizeof(BlockQ6_K);
+  const int64_t nb = n / kQKK;
+  const size_t panel_bytes = kUnit * static_cast<size_t>(nb / 2);
+  runs_and_tiles(npanels, panel_bytes, nx, [&](int64_t p0, int64_t np, int64_t x0, int nt) {
+    alignas(64) Q6PanelAct digits[kTile][kSeg];
+    const BlockQ8_K* arow[kTile];
+    for (int x = 0; x < nt; ++x) arow[x] = act_row<BlockQ8_K>(xq, stride, x0 + x);
+    Q6KUnpacked b;
+    TileAcc acc;
+    for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {
+      const int64_t s1 = std::min(nb, s0 + kSeg);
+      for (int x = 0; x < nt; ++x) panel_act(DType::Q6_K, arow[x] + s0, (s1 - s0) * kQKK, digits[x]);
+      for (int64_t p = p0; p < p0 + np; ++p) {
+        const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
+        float* yp = y + x0 * y_stride + p * R;
+        segment_start(acc, nt, yp, y_stride, s0 == 0);
+        for (int64_t i = s0; i < s1; ++i) {
+          const int64_t h2 = i & 1;
+          const uint8_t* unit = w + (i / 2) * kUnit;
+          const uint8_t* blk = unit + 64 + 3328 * h2;
+          q6_k_unpack(blk, b);
+          const __m512 dw = load_f16x16(unit + 32 * h2);
+          // The next block's 52 lines (the next unit's first block one line further).
+          token_passes(nt, [&]<int NX, bool kPf>(int x) {
+            q6_k_pass<NX, kPf>(b, dw, arow + x, digits + x, i, s0, acc.v + x, blk + 3328);
+          });
+        }
+        store_tile(acc, nt, yp, y_stride);
+      }
+    }
+  });
+}
+
+void q8_0_dot_q8_0_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
+                              float* y, size_t y_stride) {
+  constexpr int64_t kSeg = kQ8Seg;
+  constexpr size_t kUnit = R * 2 * sizeof(BlockQ8_0);
+  const int64_t nb = n / kQK;
+  const size_t panel_bytes = kUnit * static_cast<size_t>(nb / 2);
+  runs_and_tiles(npanels, panel_bytes, nx, [&](int64_t p0, int64_t np, int64_t x0, int nt) {
+    alignas(64) Q80PanelAct sums[kTile][kSeg];
+    const BlockQ8_0* arow[kTile];
+    for (int x = 0; x < nt; ++x) arow[x] = act_row<BlockQ8_0>(xq, stride, x0 + x);
+    TileAcc acc;
+    for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {
+      const int64_t s1 = std::min(nb, s0 + kSeg);
+      for (int x = 0; x < nt; ++x) panel_act(DType::Q8_0, arow[x] + s0, (s1 - s0) * kQK, sums[x]);
+      for (int64_t p = p0; p < p0 + np; ++p) {
+        const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
+        float* yp = y + x0 * y_stride + p * R;
+        segment_start(acc, nt, yp, y_stride, s0 == 0);
+        for (int64_t i = s0; i < s1; ++i) {
+          const uint8_t* u = w + (i / 2) * kUnit;
+          const int64_t b = i & 1;
+          const __m512 dw = load_f16x16(u + 32 * b);
+          // The next unit's 17 lines, half in each block's first pass.
+          const uint8_t* pf = u + kUnit + 512 * b;
+          token_passes(nt, [&]<int NX, bool kPf>(int x) {
+            q8_0_pass<NX, kPf>(u + 64 + 512 * b, dw, arow + x, sums + x, i, s0, acc.v + x, pf);
+          });
+          if (b == 1) prefetch_line_of<true>(pf, 8);
+        }
+        store_tile(acc, nt, yp, y_stride);
+      }
+    }
+  });
+}
+
+}  // namespace ll3::kernels::avx512
