@@ -4,9 +4,12 @@
 //
 // Each weight block of a panel is unpacked once for a tile of up to 16 tokens: its scales
 // decoded (and, for Q6_K, its 6-bit values assembled into bytes in an L1 buffer), then applied
-// to the tile in register passes of 4 tokens, the tile's accumulators kept in an L1 buffer
-// between blocks. Passes of 4 tokens that each unpacked the block again spent half of Q6_K's
-// time on the unpacking (Q6_K 139 -> see PERFORMANCE.md, one thread, 16 tokens).
+// to the tile in register passes of 4 tokens (8 for Q4_K), the tile's accumulators kept in an
+// L1 buffer between blocks. With passes of 4 that each unpacked the block again, and a second
+// pass over the panels per 4 tokens, one thread ran 16 tokens x 2048 x 512 (quant_gemv_bench
+// gemm_panels, old and new alternated) at Q6_K 127, Q8_0 143 GOPS; now 184 and 218
+// (Q8_0 with 8192 columns 60 -> 204). Q4_K, whose unpacking is two masks per line, was at
+// its instruction bound already (~210 both).
 //
 // Every product follows kernels/int_dot_order.h exactly (exact integer sums per block, then
 // one fma per block in row order), so the results are bit-identical to the decode kernels'.
@@ -29,7 +32,6 @@ namespace {
 
 constexpr int R = static_cast<int>(kPanelRows);
 constexpr int kTile = 16;  // tokens whose accumulators one pass over a panel's blocks updates
-constexpr int kPass = 4;   // tokens per register pass over one block
 // With more than one tile, the panels go in runs of about this many bytes, every tile over one
 // run before the next, so that the tiles after the first read the run from L2, not memory.
 constexpr size_t kRunBytes = size_t{256} << 10;
@@ -54,22 +56,13 @@ inline void prefetch_line_of(const uint8_t* pf, int line) {
   if constexpr (kPrefetch) _mm_prefetch(reinterpret_cast<const char*>(pf) + 64 * line, _MM_HINT_T0);
 }
 
-// pass.template operator()<NX, first>(x) for the tokens [0, nt) in passes of kPass (the last
-// shorter); first: the pass that prefetches.
-template <class F>
-inline void token_passes(int nt, F&& pass) {
-  int x = 0;
-  if (nt >= kPass) {
-    pass.template operator()<kPass, true>(0);
-    x = kPass;
-    for (; x + kPass <= nt; x += kPass) pass.template operator()<kPass, false>(x);
-  }
-  static_assert(kPass == 4, "the remainder cases below cover 1 .. kPass - 1");
-  switch (nt - x) {
-    case 3: x == 0 ? pass.template operator()<3, true>(x) : pass.template operator()<3, false>(x); break;
-    case 2: x == 0 ? pass.template operator()<2, true>(x) : pass.template operator()<2, false>(x); break;
-    case 1: x == 0 ? pass.template operator()<1, true>(x) : pass.template operator()<1, false>(x); break;
-    default: break;
+// pass.template operator()<NX, first>(x) for the tokens [x, nt): passes of kP tokens, then at
+// most one of each smaller power of two; first: the pass at token 0, which prefetches.
+template <int kP, class F>
+inline void token_passes(int nt, F&& pass, int x = 0) {
+  for (; x + kP <= nt; x += kP) x == 0 ? pass.template operator()<kP, true>(x) : pass.template operator()<kP, false>(x);
+  if constexpr (kP > 1) {
+    if (x < nt) token_passes<kP / 2>(nt, pass, x);
   }
 }
 
@@ -320,7 +313,7 @@ void q4_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* x
       for (int64_t i = 0; i < nb; ++i) {
         const uint8_t* blk = w + i * kUnit;
         const Q4KScales s = q4_k_scales(blk);
-        token_passes(nt, [&]<int NX, bool kPf>(int x) {
+        token_passes<8>(nt, [&]<int NX, bool kPf>(int x) {
           q4_k_pass<NX, kPf>(blk, s, arow + x, digits + x, i, acc.v + x, accm.v + x, blk + kUnit);
         });
       }
@@ -357,7 +350,7 @@ void q6_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* x
           q6_k_unpack(blk, b);
           const __m512 dw = load_f16x16(unit + 32 * h2);
           // The next block's 52 lines (the next unit's first block one line further).
-          token_passes(nt, [&]<int NX, bool kPf>(int x) {
+          token_passes<4>(nt, [&]<int NX, bool kPf>(int x) {
             q6_k_pass<NX, kPf>(b, dw, arow + x, digits + x, i, s0, acc.v + x, blk + 3328);
           });
         }
@@ -391,7 +384,7 @@ void q8_0_dot_q8_0_panel_rows(const void* panels, int64_t npanels, const void* x
           const __m512 dw = load_f16x16(u + 32 * b);
           // The next unit's 17 lines, half in each block's first pass.
           const uint8_t* pf = u + kUnit + 512 * b;
-          token_passes(nt, [&]<int NX, bool kPf>(int x) {
+          token_passes<4>(nt, [&]<int NX, bool kPf>(int x) {
             q8_0_pass<NX, kPf>(u + 64 + 512 * b, dw, arow + x, sums + x, i, s0, acc.v + x, pf);
           });
           if (b == 1) prefetch_line_of<true>(pf, 8);
