@@ -4,7 +4,7 @@
 //
 // Each weight block of a panel is unpacked once for a tile of up to 16 tokens: its scales
 // decoded (and, for Q6_K, its 6-bit values assembled into bytes in an L1 buffer), then applied
-// to the tile in register passes of 4 tokens (8 for Q4_K), the tile's accumulators kept in an
+// to the tile in register passes of 8 tokens (4 for Q8_0), the tile's accumulators kept in an
 // L1 buffer between blocks. With passes of 4 that each unpacked the block again, and a second
 // pass over the panels per 4 tokens, one thread ran 16 tokens x 2048 x 512 (quant_gemv_bench
 // gemm_panels, old and new alternated) at Q6_K 127, Q8_0 143 GOPS; now 184 and 218
@@ -350,7 +350,7 @@ void q6_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* x
           q6_k_unpack(blk, b);
           const __m512 dw = load_f16x16(unit + 32 * h2);
           // The next block's 52 lines (the next unit's first block one line further).
-          token_passes<4>(nt, [&]<int NX, bool kPf>(int x) {
+          token_passes<8>(nt, [&]<int NX, bool kPf>(int x) {
             q6_k_pass<NX, kPf>(b, dw, arow + x, digits + x, i, s0, acc.v + x, blk + 3328);
           });
         }
