@@ -5,11 +5,10 @@
 // Each weight block of a panel is unpacked once for a tile of up to 16 tokens: its scales
 // decoded (and, for Q6_K, its 6-bit values assembled into bytes in an L1 buffer), then applied
 // to the tile in register passes of 8 tokens (4 for Q8_0), the tile's accumulators kept in an
-// L1 buffer between blocks. With passes of 4 that each unpacked the block again, and a second
-// pass over the panels per 4 tokens, one thread ran 16 tokens x 2048 x 512 (quant_gemv_bench
-// gemm_panels, old and new alternated) at Q6_K 127, Q8_0 143 GOPS; now 184 and 218
-// (Q8_0 with 8192 columns 60 -> 204). Q4_K, whose unpacking is two masks per line, was at
-// its instruction bound already (~210 both).
+// L1 buffer between blocks. With passes of 4 that each unpacked the block again (and went over
+// the panels once per pass), one thread ran 16 tokens x 2048 x 512 (quant_gemv_bench
+// gemm_panels, old and new alternated) at Q4_K 208, Q6_K 127, Q8_0 143 GOPS; now 227-253,
+// 184-204 and 218 (Q8_0 with 8192 columns: 60 -> 204).
 //
 // Every product follows kernels/int_dot_order.h exactly (exact integer sums per block, then
 // one fma per block in row order), so the results are bit-identical to the decode kernels'.
@@ -60,7 +59,9 @@ inline void prefetch_line_of(const uint8_t* pf, int line) {
 // most one of each smaller power of two; first: the pass at token 0, which prefetches.
 template <int kP, class F>
 inline void token_passes(int nt, F&& pass, int x = 0) {
-  for (; x + kP <= nt; x += kP) x == 0 ? pass.template operator()<kP, true>(x) : pass.template operator()<kP, false>(x);
+  for (; x + kP <= nt; x += kP) {
+    x == 0 ? pass.template operator()<kP, true>(x) : pass.template operator()<kP, false>(x);
+  }
   if constexpr (kP > 1) {
     if (x < nt) token_passes<kP / 2>(nt, pass, x);
   }
@@ -70,10 +71,12 @@ inline void token_passes(int nt, F&& pass, int x = 0) {
 // tokens (see kRunBytes).
 template <class F>
 void runs_and_tiles(int64_t npanels, size_t panel_bytes, int64_t nx, F&& body) {
-  const int64_t run = nx <= kTile ? npanels : std::max<int64_t>(1, static_cast<int64_t>(kRunBytes / panel_bytes));
+  const int64_t run =
+      nx <= kTile ? npanels : std::max<int64_t>(1, static_cast<int64_t>(kRunBytes / panel_bytes));
   for (int64_t p0 = 0; p0 < npanels; p0 += run) {
     for (int64_t x0 = 0; x0 < nx; x0 += kTile) {
-      body(p0, std::min(run, npanels - p0), x0, static_cast<int>(std::min<int64_t>(kTile, nx - x0)));
+      body(p0, std::min(run, npanels - p0), x0,
+           static_cast<int>(std::min<int64_t>(kTile, nx - x0)));
     }
   }
 }
@@ -99,14 +102,16 @@ struct Q4KScales {
 };
 
 inline Q4KScales q4_k_scales(const uint8_t* blk) {
-  const __m512i m3f = _mm512_set1_epi8(0x3f), m0f = _mm512_set1_epi8(0x0f), m03 = _mm512_set1_epi8(0x03);
+  const __m512i m3f = _mm512_set1_epi8(0x3f), m0f = _mm512_set1_epi8(0x0f),
+                m03 = _mm512_set1_epi8(0x03);
   const __m512i ff = _mm512_set1_epi32(0xff);
   const __m512i sc0 = _mm512_loadu_si512(blk + 64), sc1 = _mm512_loadu_si512(blk + 128);
   const __m512i sc2 = _mm512_loadu_si512(blk + 192);
   Q4KScales s;
   const __m512i sc_lo = _mm512_and_si512(sc0, m3f);
-  const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(sc2, m0f),
-                                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(sc0, 6), m03), 4));
+  const __m512i sc_hi =
+      _mm512_or_si512(_mm512_and_si512(sc2, m0f),
+                      _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(sc0, 6), m03), 4));
   s.mn_lo = _mm512_and_si512(sc1, m3f);
   s.mn_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(sc2, 4), m0f),
                             _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(sc1, 6), m03), 4));
@@ -122,8 +127,9 @@ inline Q4KScales q4_k_scales(const uint8_t* blk) {
 }
 
 template <int NX, bool kPrefetch>
-inline void q4_k_pass(const uint8_t* blk, const Q4KScales& s, const BlockQ8_K* const* arow, const K4PanelAct (*digits)[kMaxK4Blocks],
-                      int64_t i, float (*acc)[R], float (*accm)[R], const uint8_t* pf) {
+inline void q4_k_pass(const uint8_t* blk, const Q4KScales& s, const BlockQ8_K* const* arow,
+                      const K4PanelAct (*digits)[kMaxK4Blocks], int64_t i, float (*acc)[R],
+                      float (*accm)[R], const uint8_t* pf) {
   const BlockQ8_K* a[NX];
   const K4PanelAct* dg[NX];
   for (int x = 0; x < NX; ++x) {
@@ -147,8 +153,9 @@ inline void q4_k_pass(const uint8_t* blk, const Q4KScales& s, const BlockQ8_K* c
       }
     }
     for (int x = 0; x < NX; ++x) {
-      isum[x] = _mm512_add_epi32(isum[x], _mm512_add_epi32(_mm512_mullo_epi32(lo[x], s.sa[j]),
-                                                           _mm512_srai_epi32(_mm512_mullo_epi32(hi[x], s.sb[j]), 4)));
+      isum[x] = _mm512_add_epi32(
+          isum[x], _mm512_add_epi32(_mm512_mullo_epi32(lo[x], s.sa[j]),
+                                    _mm512_srai_epi32(_mm512_mullo_epi32(hi[x], s.sb[j]), 4)));
     }
   }
   for (int l = 0; l < 4; ++l) prefetch_line_of<kPrefetch>(pf, l);  // d, dmin, the scales
@@ -159,8 +166,10 @@ inline void q4_k_pass(const uint8_t* blk, const Q4KScales& s, const BlockQ8_K* c
     ml = _mm512_dpbusd_epi32(ml, s.mn_hi, bcast32(dg[x]->l + 4));
     const __m512i mins = _mm512_add_epi32(_mm512_slli_epi32(mh, 6), ml);
     const __m512 ad = _mm512_set1_ps(a[x]->d);
-    _mm512_store_ps(acc[x], _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[x]), _mm512_mul_ps(s.d, ad), _mm512_load_ps(acc[x])));
-    _mm512_store_ps(accm[x], _mm512_fmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(s.dmin, ad), _mm512_load_ps(accm[x])));
+    _mm512_store_ps(acc[x], _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[x]), _mm512_mul_ps(s.d, ad),
+                                            _mm512_load_ps(acc[x])));
+    _mm512_store_ps(accm[x], _mm512_fmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(s.dmin, ad),
+                                             _mm512_load_ps(accm[x])));
   }
 }
 
@@ -177,7 +186,8 @@ struct alignas(64) Q6KUnpacked {
 };
 
 inline void q6_k_unpack(const uint8_t* blk, Q6KUnpacked& b) {
-  const __m512i m0f = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30), ones = _mm512_set1_epi8(1);
+  const __m512i m0f = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30),
+                ones = _mm512_set1_epi8(1);
   b.c1 = _mm512_setzero_si512();
   LL3_UNROLL for (int q = 0; q < 4; ++q) {
     b.sc[q] = _mm512_loadu_si512(blk + 64 * q);
@@ -197,16 +207,19 @@ inline void q6_k_unpack(const uint8_t* blk, Q6KUnpacked& b) {
       const __m512i hb = _mm512_loadu_si512(half + 64 * (kk % 8));
       const __m512i hl = q < 2 ? _mm512_slli_epi16(hb, 4) : _mm512_slli_epi16(hb, 2);
       const __m512i hh = q < 2 ? hb : _mm512_srli_epi16(hb, 2);
-      _mm512_store_si512(&b.u[h][0][kk], _mm512_or_si512(_mm512_and_si512(ql, m0f), _mm512_and_si512(hl, m30)));
+      _mm512_store_si512(&b.u[h][0][kk],
+                         _mm512_or_si512(_mm512_and_si512(ql, m0f), _mm512_and_si512(hl, m30)));
       _mm512_store_si512(&b.u[h][1][kk],
-                         _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m0f), _mm512_and_si512(hh, m30)));
+                         _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m0f),
+                                         _mm512_and_si512(hh, m30)));
     }
   }
 }
 
 template <int NX, bool kPrefetch>
-inline void q6_k_pass(const Q6KUnpacked& b, __m512 dw, const BlockQ8_K* const* arow, const Q6PanelAct (*digits)[kQ6Seg],
-                      int64_t i, int64_t s0, float (*acc)[R], const uint8_t* pf) {
+inline void q6_k_pass(const Q6KUnpacked& b, __m512 dw, const BlockQ8_K* const* arow,
+                      const Q6PanelAct (*digits)[kQ6Seg], int64_t i, int64_t s0, float (*acc)[R],
+                      const uint8_t* pf) {
   const BlockQ8_K* a[NX];
   const Q6PanelAct* dg[NX];
   for (int x = 0; x < NX; ++x) {
@@ -221,7 +234,8 @@ inline void q6_k_pass(const Q6KUnpacked& b, __m512 dw, const BlockQ8_K* const* a
       ch = _mm512_dpbusd_epi32(ch, bcast32(dg[x]->h + 4 * q), b.sc[q]);
       cl = _mm512_dpbusd_epi32(cl, bcast32(dg[x]->l + 4 * q), b.sc[q]);
     }
-    const __m512i corr = _mm512_sub_epi32(_mm512_add_epi32(_mm512_slli_epi32(ch, 6), cl), _mm512_slli_epi32(b.c1, 11));
+    const __m512i corr = _mm512_sub_epi32(_mm512_add_epi32(_mm512_slli_epi32(ch, 6), cl),
+                                          _mm512_slli_epi32(b.c1, 11));
     isum[x] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(corr, 5));
   }
   LL3_UNROLL for (int h = 0; h < 2; ++h) {
@@ -230,7 +244,8 @@ inline void q6_k_pass(const Q6KUnpacked& b, __m512 dw, const BlockQ8_K* const* a
       for (int x = 0; x < NX; ++x) ul[x] = uh[x] = _mm512_setzero_si512();
       LL3_UNROLL for (int t = 0; t < 4; ++t) {
         const int kk = 4 * q + t;
-        const __m512i lo = _mm512_load_si512(&b.u[h][0][kk]), hi = _mm512_load_si512(&b.u[h][1][kk]);
+        const __m512i lo = _mm512_load_si512(&b.u[h][0][kk]),
+                      hi = _mm512_load_si512(&b.u[h][1][kk]);
         prefetch_line_of<kPrefetch>(pf, 2 * (16 * h + kk));
         prefetch_line_of<kPrefetch>(pf, 2 * (16 * h + kk) + 1);
         for (int x = 0; x < NX; ++x) {
@@ -240,14 +255,16 @@ inline void q6_k_pass(const Q6KUnpacked& b, __m512 dw, const BlockQ8_K* const* a
         }
       }
       for (int x = 0; x < NX; ++x) {
-        isum[x] = _mm512_add_epi32(isum[x], _mm512_add_epi32(_mm512_mullo_epi32(ul[x], b.scale[8 * h + q]),
-                                                             _mm512_mullo_epi32(uh[x], b.scale[8 * h + 4 + q])));
+        isum[x] = _mm512_add_epi32(
+            isum[x], _mm512_add_epi32(_mm512_mullo_epi32(ul[x], b.scale[8 * h + q]),
+                                      _mm512_mullo_epi32(uh[x], b.scale[8 * h + 4 + q])));
       }
     }
   }
   for (int x = 0; x < NX; ++x) {
     const __m512 ad = _mm512_set1_ps(a[x]->d);
-    _mm512_store_ps(acc[x], _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[x]), _mm512_mul_ps(dw, ad), _mm512_load_ps(acc[x])));
+    _mm512_store_ps(acc[x], _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[x]), _mm512_mul_ps(dw, ad),
+                                            _mm512_load_ps(acc[x])));
   }
 }
 
@@ -256,8 +273,9 @@ inline void q6_k_pass(const Q6KUnpacked& b, __m512 dw, const BlockQ8_K* const* a
 constexpr int64_t kQ8Seg = 128;  // activation blocks prepared at a time (even)
 
 template <int NX, bool kPrefetch>
-inline void q8_0_pass(const uint8_t* qs, __m512 dw, const BlockQ8_0* const* arow, const Q80PanelAct (*sums_rows)[kQ8Seg],
-                      int64_t i, int64_t s0, float (*acc)[R], const uint8_t* pf) {
+inline void q8_0_pass(const uint8_t* qs, __m512 dw, const BlockQ8_0* const* arow,
+                      const Q80PanelAct (*sums_rows)[kQ8Seg], int64_t i, int64_t s0,
+                      float (*acc)[R], const uint8_t* pf) {
   const BlockQ8_0* a[NX];
   const Q80PanelAct* sums[NX];
   for (int x = 0; x < NX; ++x) {
@@ -269,11 +287,13 @@ inline void q8_0_pass(const uint8_t* qs, __m512 dw, const BlockQ8_0* const* arow
   LL3_UNROLL for (int k = 0; k < 8; ++k) {
     const __m512i g = _mm512_loadu_si512(qs + 64 * k);
     prefetch_line_of<kPrefetch>(pf, k);
-    for (int x = 0; x < NX; ++x) isum[x] = _mm512_dpbusd_epi32(isum[x], g, bcast32(a[x]->qs + 4 * k));
+    for (int x = 0; x < NX; ++x)
+      isum[x] = _mm512_dpbusd_epi32(isum[x], g, bcast32(a[x]->qs + 4 * k));
   }
   for (int x = 0; x < NX; ++x) {
     const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(sums[x]->d));
-    _mm512_store_ps(acc[x], _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[x]), s, _mm512_load_ps(acc[x])));
+    _mm512_store_ps(acc[x],
+                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[x]), s, _mm512_load_ps(acc[x])));
   }
 }
 
@@ -291,8 +311,8 @@ inline void store_tile(const TileAcc& acc, int nt, float* y, size_t y_stride) {
 
 }  // namespace
 
-void q4_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
-                              float* y, size_t y_stride) {
+void q4_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride,
+                              int64_t nx, int64_t n, float* y, size_t y_stride) {
   // The digits of the whole row (n <= kPanelRowsMaxCols): the two accumulators of
   // kernels/int_dot_order.h run over the row in one pass.
   constexpr size_t kUnit = R * sizeof(BlockQ4_K);
@@ -318,14 +338,15 @@ void q4_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* x
         });
       }
       for (int x = 0; x < nt; ++x) {
-        _mm512_storeu_ps(y + (x0 + x) * y_stride + p * R, _mm512_sub_ps(_mm512_load_ps(acc.v[x]), _mm512_load_ps(accm.v[x])));
+        _mm512_storeu_ps(y + (x0 + x) * y_stride + p * R,
+                         _mm512_sub_ps(_mm512_load_ps(acc.v[x]), _mm512_load_ps(accm.v[x])));
       }
     }
   });
 }
 
-void q6_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
-                              float* y, size_t y_stride) {
+void q6_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride,
+                              int64_t nx, int64_t n, float* y, size_t y_stride) {
   constexpr int64_t kSeg = kQ6Seg;
   constexpr size_t kUnit = R * 2 * sizeof(BlockQ6_K);
   const int64_t nb = n / kQKK;
@@ -338,7 +359,8 @@ void q6_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* x
     TileAcc acc;
     for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {
       const int64_t s1 = std::min(nb, s0 + kSeg);
-      for (int x = 0; x < nt; ++x) panel_act(DType::Q6_K, arow[x] + s0, (s1 - s0) * kQKK, digits[x]);
+      for (int x = 0; x < nt; ++x)
+        panel_act(DType::Q6_K, arow[x] + s0, (s1 - s0) * kQKK, digits[x]);
       for (int64_t p = p0; p < p0 + np; ++p) {
         const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
         float* yp = y + x0 * y_stride + p * R;
@@ -360,8 +382,8 @@ void q6_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* x
   });
 }
 
-void q8_0_dot_q8_0_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
-                              float* y, size_t y_stride) {
+void q8_0_dot_q8_0_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride,
+                              int64_t nx, int64_t n, float* y, size_t y_stride) {
   constexpr int64_t kSeg = kQ8Seg;
   constexpr size_t kUnit = R * 2 * sizeof(BlockQ8_0);
   const int64_t nb = n / kQK;
