@@ -30,11 +30,6 @@ using namespace ll3::quant;
 namespace {
 
 constexpr int R = static_cast<int>(kPanelRows);
-constexpr int kTile = 16;  // tokens whose accumulators one pass over a panel's blocks updates
-// With more than one tile, the panels go in runs of about this many bytes, every tile over one
-// run before the next, so that the tiles after the first read the run from L2, not memory.
-constexpr size_t kRunBytes = size_t{256} << 10;
-
 inline __m512 load_f16x16(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
@@ -53,32 +48,6 @@ inline __m512i bcast32(const void* p) {
 template <bool kPrefetch>
 inline void prefetch_line_of(const uint8_t* pf, int line) {
   if constexpr (kPrefetch) _mm_prefetch(reinterpret_cast<const char*>(pf) + 64 * line, _MM_HINT_T0);
-}
-
-// pass.template operator()<NX, first>(x) for the tokens [x, nt): passes of kP tokens, then at
-// most one of each smaller power of two; first: the pass at token 0, which prefetches.
-template <int kP, class F>
-inline void token_passes(int nt, F&& pass, int x = 0) {
-  for (; x + kP <= nt; x += kP) {
-    x == 0 ? pass.template operator()<kP, true>(x) : pass.template operator()<kP, false>(x);
-  }
-  if constexpr (kP > 1) {
-    if (x < nt) token_passes<kP / 2>(nt, pass, x);
-  }
-}
-
-// body(first panel, panel count, first token, token count) over runs of panels and tiles of
-// tokens (see kRunBytes).
-template <class F>
-void runs_and_tiles(int64_t npanels, size_t panel_bytes, int64_t nx, F&& body) {
-  const int64_t run =
-      nx <= kTile ? npanels : std::max<int64_t>(1, static_cast<int64_t>(kRunBytes / panel_bytes));
-  for (int64_t p0 = 0; p0 < npanels; p0 += run) {
-    for (int64_t x0 = 0; x0 < nx; x0 += kTile) {
-      body(p0, std::min(run, npanels - p0), x0,
-           static_cast<int>(std::min<int64_t>(kTile, nx - x0)));
-    }
-  }
 }
 
 // The tile's accumulators (16 rows of each token) between blocks.

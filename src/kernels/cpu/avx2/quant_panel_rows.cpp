@@ -1,0 +1,324 @@
+// AVX2 prompt / batched-decode kernels of Q4_K and Q6_K panels (TypeTraits::dot_q_panel_rows),
+// tiled as their AVX-512 counterparts (avx512/quant_panel_rows.cpp): each half block (8 rows)
+// is unpacked once, into an L1 buffer (Q4_K's nibbles, Q6_K's 6-bit values as bytes, the
+// scales as vpmaddwd factors), for a tile of up to 16 tokens, then applied in register passes
+// of 4 tokens with the accumulators in L1. Unpacking again for every 4 tokens was most of the
+// old Q6_K kernel's work, and the old Q4_K kernel's 20 live vectors spilled from AVX2's 16
+// registers. The integer sums are grouped exactly as in the decode kernels (int16 lanes with
+// the bounds noted there, widened by vpmaddwd), so the results are bit-identical to them
+// (kernels/int_dot_order.h).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cpu/panel_act.h"
+#include "kernels/cpu/prefetch.h"
+#include "kernels/cpu/row_passes.h"
+#include "kernels/panels.h"
+#include "kernels/quant_kernels.h"
+#include "kernels/quant_simd_unpack.h"
+
+namespace ll3::kernels::avx2 {
+
+using namespace ll3::quant;
+
+namespace {
+
+constexpr int R = static_cast<int>(kPanelRows);
+constexpr int64_t kSeg = 32;  // Q6_K activation blocks whose digits are prepared at a time (even)
+constexpr int64_t kMaxK4Blocks = kPanelRowsMaxCols / kQKK;
+
+inline __m256i load_half(const uint8_t* p, int h) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * h));
+}
+
+inline __m256i bcast32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// ---- Q4_K ------------------------------------------------------------------------------------
+// Rows 8 hf .. 8 hf + 7 of one Q4_K block of a panel, unpacked once for the tile.
+struct alignas(32) Q4KHalf {
+  __m256i q[4][8][2];    // [sub-block pair j][line k][low / high nibbles]
+  __m256i sa[4], sb[4];  // scales of sub-blocks 2j and 2j+1 as int16 pairs
+  __m256i mn_lo, mn_hi;  // the 8 mins, 4 per dword
+  __m256 d, dmin;
+};
+
+// Byte b of every dword, zero-extended, in both int16 halves of the dword (a vpmaddwd factor).
+inline __m256i byte_to_pair16(__m256i v, int b) {
+  const __m256i x = _mm256_and_si256(_mm256_srli_epi32(v, 8 * b), _mm256_set1_epi32(0xff));
+  return _mm256_or_si256(x, _mm256_slli_epi32(x, 16));
+}
+
+inline void q4_k_unpack_half(const uint8_t* blk, int hf, Q4KHalf& b) {
+  const __m256i m3f = _mm256_set1_epi8(0x3f), m0f = _mm256_set1_epi8(0x0f),
+                m03 = _mm256_set1_epi8(0x03);
+  if (hf == 0) {
+    for (int l = 0; l < 4; ++l) prefetch_line(blk + 64 * l);
+  }
+  const __m256i sc0 = load_half(blk + 64, hf), sc1 = load_half(blk + 128, hf),
+                sc2 = load_half(blk + 192, hf);
+  const __m256i sc_lo = _mm256_and_si256(sc0, m3f);
+  const __m256i sc_hi =
+      _mm256_or_si256(_mm256_and_si256(sc2, m0f),
+                      _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(sc0, 6), m03), 4));
+  b.mn_lo = _mm256_and_si256(sc1, m3f);
+  b.mn_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(sc2, 4), m0f),
+                            _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(sc1, 6), m03), 4));
+  LL3_UNROLL for (int j = 0; j < 4; ++j) {
+    const __m256i scv = j < 2 ? sc_lo : sc_hi;
+    b.sa[j] = byte_to_pair16(scv, 2 * (j & 1));
+    b.sb[j] = byte_to_pair16(scv, 2 * (j & 1) + 1);
+    LL3_UNROLL for (int k = 0; k < 8; ++k) {
+      const uint8_t* line = blk + 256 + 64 * (8 * j + k);
+      if (hf == 0) prefetch_line(line);
+      const __m256i q = load_half(line, hf);
+      _mm256_store_si256(&b.q[j][k][0], _mm256_and_si256(q, m0f));
+      _mm256_store_si256(&b.q[j][k][1], _mm256_and_si256(_mm256_srli_epi16(q, 4), m0f));
+    }
+  }
+  b.d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * hf)));
+  b.dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * hf)));
+}
+
+// NX tokens against one unpacked half block; acc[x], accm[x]: token x's 8 rows.
+template <int NX>
+inline void q4_k_pass(const Q4KHalf& b, const BlockQ8_K* const* arow,
+                      const K4PanelAct (*digits)[kMaxK4Blocks], int64_t i, float (*acc)[8],
+                      float (*accm)[8]) {
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  __m256i isum[NX];
+  for (int x = 0; x < NX; ++x) isum[x] = _mm256_setzero_si256();
+  LL3_UNROLL for (int j = 0; j < 4; ++j) {
+    __m256i lo[NX], hi[NX];
+    for (int x = 0; x < NX; ++x) lo[x] = hi[x] = _mm256_setzero_si256();
+    LL3_UNROLL for (int k = 0; k < 8; ++k) {
+      const __m256i ql = _mm256_load_si256(&b.q[j][k][0]), qh = _mm256_load_si256(&b.q[j][k][1]);
+      for (int x = 0; x < NX; ++x) {
+        const uint8_t* aq = reinterpret_cast<const uint8_t*>((arow[x] + i)->qs);
+        lo[x] = _mm256_add_epi16(lo[x], _mm256_maddubs_epi16(ql, bcast32(aq + 64 * j + 4 * k)));
+        hi[x] =
+            _mm256_add_epi16(hi[x], _mm256_maddubs_epi16(qh, bcast32(aq + 64 * j + 32 + 4 * k)));
+      }
+    }
+    for (int x = 0; x < NX; ++x) {
+      isum[x] = _mm256_add_epi32(isum[x], _mm256_add_epi32(_mm256_madd_epi16(lo[x], b.sa[j]),
+                                                           _mm256_madd_epi16(hi[x], b.sb[j])));
+    }
+  }
+  for (int x = 0; x < NX; ++x) {
+    const K4PanelAct& dg = digits[x][i];
+    const __m256i mh =
+        _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(b.mn_lo, bcast32(dg.h)),
+                                           _mm256_maddubs_epi16(b.mn_hi, bcast32(dg.h + 4))),
+                          ones16);
+    const __m256i ml =
+        _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(b.mn_lo, bcast32(dg.l)),
+                                           _mm256_maddubs_epi16(b.mn_hi, bcast32(dg.l + 4))),
+                          ones16);
+    const __m256i mins = _mm256_add_epi32(_mm256_slli_epi32(mh, 6), ml);
+    const __m256 ad = _mm256_set1_ps((arow[x] + i)->d);
+    _mm256_store_ps(acc[x], _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[x]), _mm256_mul_ps(b.d, ad),
+                                            _mm256_load_ps(acc[x])));
+    _mm256_store_ps(accm[x], _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_mul_ps(b.dmin, ad),
+                                             _mm256_load_ps(accm[x])));
+  }
+}
+
+// ---- Q6_K ------------------------------------------------------------------------------------
+// Rows 8 hf .. 8 hf + 7 of one Q6_K block of a panel, unpacked once for the tile.
+struct alignas(32) Q6KHalf {
+  __m256i u[2][2][16];  // [half h][low / high nibble lines][line kk]: 4 bytes of each row
+  __m256i s16[16];      // group scales, sign-extended, as int16 pairs (vpmaddwd factors)
+  __m256i sc[4];        // the 16 scale bytes as loaded (4 per dword)
+  __m256i c1;           // sum_g sc_g per row
+};
+
+// prefetch: the first half's unpacking also prefetches the block's lines (prefetch.h).
+inline void q6_k_unpack_half(const uint8_t* blk, int hf, Q6KHalf& b) {
+  const __m256i m0f = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+  const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+  for (int s = 0; s < 4; ++s) {
+    if (hf == 0) prefetch_line(blk + 64 * s);
+    b.sc[s] = load_half(blk + 64 * s, hf);
+  }
+  b.c1 = _mm256_madd_epi16(_mm256_add_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(ones8, b.sc[0]),
+                                                             _mm256_maddubs_epi16(ones8, b.sc[1])),
+                                            _mm256_add_epi16(_mm256_maddubs_epi16(ones8, b.sc[2]),
+                                                             _mm256_maddubs_epi16(ones8, b.sc[3]))),
+                           ones16);
+  LL3_UNROLL for (int g = 0; g < 16; ++g) {
+    const __m256i s = _mm256_srai_epi32(_mm256_slli_epi32(b.sc[g / 4], 24 - 8 * (g % 4)), 24);
+    b.s16[g] =
+        _mm256_or_si256(_mm256_and_si256(s, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(s, 16));
+  }
+  LL3_UNROLL for (int h = 0; h < 2; ++h) {
+    // As the decode kernel: qh dword mm holds the high bits of weights 4mm, 32 + 4mm, 64 + 4mm
+    // and 96 + 4mm of this half; ql dwords 4q .. 4q+3 are groups 8h + q (low nibbles) and
+    // 8h + 4 + q (high nibbles).
+    const uint8_t* half = blk + 256 + 1536 * h;
+    LL3_UNROLL for (int kk = 0; kk < 16; ++kk) {
+      const int q = kk / 4;
+      if (hf == 0) {
+        if (q < 2) prefetch_line(half + 64 * kk);  // the qh lines, once each
+        prefetch_line(half + 512 + 64 * kk);
+      }
+      const __m256i ql = load_half(half + 512 + 64 * kk, hf);
+      const __m256i hb = load_half(half + 64 * (kk % 8), hf);
+      const __m256i hl = q < 2 ? _mm256_slli_epi16(hb, 4) : _mm256_slli_epi16(hb, 2);
+      const __m256i hh = q < 2 ? hb : _mm256_srli_epi16(hb, 2);
+      _mm256_store_si256(&b.u[h][0][kk],
+                         _mm256_or_si256(_mm256_and_si256(ql, m0f), _mm256_and_si256(hl, m30)));
+      _mm256_store_si256(&b.u[h][1][kk],
+                         _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql, 4), m0f),
+                                         _mm256_and_si256(hh, m30)));
+    }
+  }
+}
+
+// NX tokens against one unpacked half block; acc[x]: the 8 rows' accumulators of token x.
+template <int NX>
+inline void q6_k_pass(const Q6KHalf& b, __m256 dw, const BlockQ8_K* const* arow,
+                      const Q6PanelAct (*digits)[kSeg], int64_t i, int64_t s0, float (*acc)[8]) {
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  __m256i isum[NX];
+  for (int x = 0; x < NX; ++x) {
+    // The offset term, as in the decode kernel (two scale lines' digit products per lane).
+    const Q6PanelAct& dg = digits[x][i - s0];
+    __m256i ch = _mm256_setzero_si256(), cl = ch;
+    for (int s = 0; s < 4; s += 2) {
+      const __m256i h16 =
+          _mm256_add_epi16(_mm256_maddubs_epi16(bcast32(dg.h + 4 * s), b.sc[s]),
+                           _mm256_maddubs_epi16(bcast32(dg.h + 4 * s + 4), b.sc[s + 1]));
+      const __m256i l16 =
+          _mm256_add_epi16(_mm256_maddubs_epi16(bcast32(dg.l + 4 * s), b.sc[s]),
+                           _mm256_maddubs_epi16(bcast32(dg.l + 4 * s + 4), b.sc[s + 1]));
+      ch = _mm256_add_epi32(ch, _mm256_madd_epi16(h16, ones16));
+      cl = _mm256_add_epi32(cl, _mm256_madd_epi16(l16, ones16));
+    }
+    const __m256i corr = _mm256_sub_epi32(_mm256_add_epi32(_mm256_slli_epi32(ch, 6), cl),
+                                          _mm256_slli_epi32(b.c1, 11));
+    isum[x] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5));
+  }
+  LL3_UNROLL for (int h = 0; h < 2; ++h) {
+    LL3_UNROLL for (int q = 0; q < 4; ++q) {
+      LL3_UNROLL for (int t0 = 0; t0 < 4;
+                      t0 += 2) {  // two lines' products per int16 lane, then widened
+        __m256i ul[NX], uh[NX];
+        for (int x = 0; x < NX; ++x) ul[x] = uh[x] = _mm256_setzero_si256();
+        LL3_UNROLL for (int t = t0; t < t0 + 2; ++t) {
+          const int kk = 4 * q + t;
+          const __m256i lo = _mm256_load_si256(&b.u[h][0][kk]),
+                        hi = _mm256_load_si256(&b.u[h][1][kk]);
+          for (int x = 0; x < NX; ++x) {
+            const uint8_t* aq = reinterpret_cast<const uint8_t*>((arow[x] + i)->qs);
+            ul[x] =
+                _mm256_add_epi16(ul[x], _mm256_maddubs_epi16(lo, bcast32(aq + 128 * h + 4 * kk)));
+            uh[x] = _mm256_add_epi16(uh[x],
+                                     _mm256_maddubs_epi16(hi, bcast32(aq + 128 * h + 64 + 4 * kk)));
+          }
+        }
+        for (int x = 0; x < NX; ++x) {
+          isum[x] = _mm256_add_epi32(
+              isum[x], _mm256_add_epi32(_mm256_madd_epi16(ul[x], b.s16[8 * h + q]),
+                                        _mm256_madd_epi16(uh[x], b.s16[8 * h + 4 + q])));
+        }
+      }
+    }
+  }
+  for (int x = 0; x < NX; ++x) {
+    const __m256 ad = _mm256_set1_ps((arow[x] + i)->d);
+    _mm256_store_ps(acc[x], _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[x]), _mm256_mul_ps(dw, ad),
+                                            _mm256_load_ps(acc[x])));
+  }
+}
+
+}  // namespace
+
+void q4_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride,
+                              int64_t nx, int64_t n, float* y, size_t y_stride) {
+  // The digits of the whole row (n <= kPanelRowsMaxCols): the two accumulators of
+  // kernels/int_dot_order.h run over the row in one pass.
+  constexpr size_t kUnit = R * sizeof(BlockQ4_K);
+  const int64_t nb = n / kQKK;
+  const size_t panel_bytes = kUnit * static_cast<size_t>(nb);
+  runs_and_tiles(npanels, panel_bytes, nx, [&](int64_t p0, int64_t np, int64_t x0, int nt) {
+    alignas(32) K4PanelAct digits[kTile][kMaxK4Blocks];
+    const BlockQ8_K* arow[kTile];
+    for (int x = 0; x < nt; ++x) {
+      arow[x] = act_row<BlockQ8_K>(xq, stride, x0 + x);
+      panel_act(DType::Q4_K, arow[x], n, digits[x]);
+    }
+    Q4KHalf b;
+    alignas(32) float acc[kTile][8], accm[kTile][8];
+    for (int64_t p = p0; p < p0 + np; ++p) {
+      const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
+      for (int hf = 0; hf < 2; ++hf) {
+        for (int x = 0; x < nt; ++x) {
+          _mm256_store_ps(acc[x], _mm256_setzero_ps());
+          _mm256_store_ps(accm[x], _mm256_setzero_ps());
+        }
+        for (int64_t i = 0; i < nb; ++i) {
+          q4_k_unpack_half(w + i * kUnit, hf, b);
+          token_passes<4>(nt, [&]<int NX, bool>(int x) {
+            q4_k_pass<NX>(b, arow + x, digits + x, i, acc + x, accm + x);
+          });
+        }
+        float* yp = y + x0 * y_stride + p * R + 8 * hf;
+        for (int x = 0; x < nt; ++x) {
+          _mm256_storeu_ps(yp + x * y_stride,
+                           _mm256_sub_ps(_mm256_load_ps(acc[x]), _mm256_load_ps(accm[x])));
+        }
+      }
+    }
+  });
+}
+
+void q6_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride,
+                              int64_t nx, int64_t n, float* y, size_t y_stride) {
+  constexpr size_t kUnit = R * 2 * sizeof(BlockQ6_K);
+  const int64_t nb = n / kQKK;
+  const size_t panel_bytes = kUnit * static_cast<size_t>(nb / 2);
+  runs_and_tiles(npanels, panel_bytes, nx, [&](int64_t p0, int64_t np, int64_t x0, int nt) {
+    alignas(32) Q6PanelAct digits[kTile][kSeg];
+    const BlockQ8_K* arow[kTile];
+    for (int x = 0; x < nt; ++x) arow[x] = act_row<BlockQ8_K>(xq, stride, x0 + x);
+    Q6KHalf b;
+    alignas(32) float acc[kTile][8];
+    for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {
+      const int64_t s1 = std::min(nb, s0 + kSeg);
+      for (int x = 0; x < nt; ++x)
+        panel_act(DType::Q6_K, arow[x] + s0, (s1 - s0) * kQKK, digits[x]);
+      for (int64_t p = p0; p < p0 + np; ++p) {
+        const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
+        for (int hf = 0; hf < 2; ++hf) {
+          // A segment starts from zero, or where the last one left its sums in y.
+          float* yp = y + x0 * y_stride + p * R + 8 * hf;
+          for (int x = 0; x < nt; ++x) {
+            _mm256_store_ps(acc[x],
+                            s0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(yp + x * y_stride));
+          }
+          for (int64_t i = s0; i < s1; ++i) {
+            const int64_t h2 = i & 1;
+            const uint8_t* unit = w + (i / 2) * kUnit;
+            const uint8_t* blk = unit + 64 + 3328 * h2;
+            if (hf == 0 && h2 == 0) prefetch_line(unit);
+            q6_k_unpack_half(blk, hf, b);
+            const __m256 dw = _mm256_cvtph_ps(
+                _mm_loadu_si128(reinterpret_cast<const __m128i*>(unit + 32 * h2 + 16 * hf)));
+            token_passes<4>(nt, [&]<int NX, bool>(int x) {
+              q6_k_pass<NX>(b, dw, arow + x, digits + x, i, s0, acc + x);
+            });
+          }
+          for (int x = 0; x < nt; ++x) _mm256_storeu_ps(yp + x * y_stride, _mm256_load_ps(acc[x]));
+        }
+      }
+    }
+  });
+}
+
+}  // namespace ll3::kernels::avx2
