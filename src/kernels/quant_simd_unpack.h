@@ -54,6 +54,12 @@ static inline __m256i low_nibbles(__m256i v) { return _mm256_and_si256(v, _mm256
 static inline __m256i high_nibbles(__m256i v) {
   return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
 }
+// Byte b of every dword, zero-extended, in both int16 halves of the dword (a vpmaddwd factor:
+// the AVX2 panel kernels' sub-block scales).
+static inline __m256i byte_to_pair16(__m256i v, int b) {
+  const __m256i x = _mm256_and_si256(_mm256_srli_epi32(v, 8 * b), _mm256_set1_epi32(0xff));
+  return _mm256_or_si256(x, _mm256_slli_epi32(x, 16));
+}
 static inline __m256i load256(const uint8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }

@@ -48,11 +48,6 @@ struct alignas(32) Q4KHalf {
   __m256 d, dmin;
 };
 
-// Byte b of every dword, zero-extended, in both int16 halves of the dword (a vpmaddwd factor).
-inline __m256i byte_to_pair16(__m256i v, int b) {
-  const __m256i x = _mm256_and_si256(_mm256_srli_epi32(v, 8 * b), _mm256_set1_epi32(0xff));
-  return _mm256_or_si256(x, _mm256_slli_epi32(x, 16));
-}
 
 inline void q4_k_unpack_half(const uint8_t* blk, int hf, Q4KHalf& b) {
   const __m256i m3f = _mm256_set1_epi8(0x3f), m0f = _mm256_set1_epi8(0x0f),
@@ -71,8 +66,8 @@ inline void q4_k_unpack_half(const uint8_t* blk, int hf, Q4KHalf& b) {
                             _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(sc1, 6), m03), 4));
   LL3_UNROLL for (int j = 0; j < 4; ++j) {
     const __m256i scv = j < 2 ? sc_lo : sc_hi;
-    b.sa[j] = byte_to_pair16(scv, 2 * (j & 1));
-    b.sb[j] = byte_to_pair16(scv, 2 * (j & 1) + 1);
+    b.sa[j] = simd::byte_to_pair16(scv, 2 * (j & 1));
+    b.sb[j] = simd::byte_to_pair16(scv, 2 * (j & 1) + 1);
     LL3_UNROLL for (int k = 0; k < 8; ++k) {
       const uint8_t* line = blk + 256 + 64 * (8 * j + k);
       if (hf == 0) prefetch_line(line);

@@ -39,12 +39,6 @@ inline __m256i bcast32(const void* p) {
   return _mm256_set1_epi32(v);
 }
 
-// Byte b of every dword, zero-extended, in both int16 halves of the dword (a vpmaddwd factor).
-inline __m256i byte_to_pair16(__m256i v, int b) {
-  const __m256i x = _mm256_and_si256(_mm256_srli_epi32(v, 8 * b), _mm256_set1_epi32(0xff));
-  return _mm256_or_si256(x, _mm256_slli_epi32(x, 16));
-}
-
 }  // namespace
 
 // ---- Q4_K x Q8_K ----------------------------------------------------------------------------
@@ -91,8 +85,8 @@ void q4_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, c
                 hi, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m0f), bcast32(aq + 64 * j + 32 + 4 * k)));
           }
           const __m256i scv = j < 2 ? sc_lo : sc_hi;
-          isum = _mm256_add_epi32(isum, _mm256_madd_epi16(lo, byte_to_pair16(scv, 2 * (j & 1))));
-          isum = _mm256_add_epi32(isum, _mm256_madd_epi16(hi, byte_to_pair16(scv, 2 * (j & 1) + 1)));
+          isum = _mm256_add_epi32(isum, _mm256_madd_epi16(lo, simd::byte_to_pair16(scv, 2 * (j & 1))));
+          isum = _mm256_add_epi32(isum, _mm256_madd_epi16(hi, simd::byte_to_pair16(scv, 2 * (j & 1) + 1)));
         }
         const __m256i mh = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(mn_lo, bcast32(dg.h)),
                                                               _mm256_maddubs_epi16(mn_hi, bcast32(dg.h + 4))),
