@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/avx2/panel_simd.h"
 #include "kernels/cpu/panel_act.h"
 #include "kernels/cpu/prefetch.h"
 #include "kernels/cpu/row_passes.h"
@@ -29,16 +30,6 @@ constexpr int R = static_cast<int>(kPanelRows);
 constexpr int64_t kSeg = 32;  // Q6_K activation blocks whose digits are prepared at a time (even)
 constexpr int64_t kMaxK4Blocks = kPanelRowsMaxCols / kQKK;
 
-inline __m256i load_half(const uint8_t* p, int h) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * h));
-}
-
-inline __m256i bcast32(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-
 // ---- Q4_K ------------------------------------------------------------------------------------
 // Rows 8 hf .. 8 hf + 7 of one Q4_K block of a panel, unpacked once for the tile.
 struct alignas(32) Q4KHalf {
@@ -47,7 +38,6 @@ struct alignas(32) Q4KHalf {
   __m256i mn_lo, mn_hi;  // the 8 mins, 4 per dword
   __m256 d, dmin;
 };
-
 
 inline void q4_k_unpack_half(const uint8_t* blk, int hf, Q4KHalf& b) {
   const __m256i m3f = _mm256_set1_epi8(0x3f), m0f = _mm256_set1_epi8(0x0f),
@@ -76,8 +66,8 @@ inline void q4_k_unpack_half(const uint8_t* blk, int hf, Q4KHalf& b) {
       _mm256_store_si256(&b.q[j][k][1], _mm256_and_si256(_mm256_srli_epi16(q, 4), m0f));
     }
   }
-  b.d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * hf)));
-  b.dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * hf)));
+  b.d = load_f16x8(blk, hf);
+  b.dmin = load_f16x8(blk + 32, hf);
 }
 
 // NX tokens against one unpacked half block; acc[x], accm[x]: token x's 8 rows.
@@ -303,8 +293,7 @@ void q6_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* x
             const uint8_t* blk = unit + 64 + 3328 * h2;
             if (hf == 0 && h2 == 0) prefetch_line(unit);
             q6_k_unpack_half(blk, hf, b);
-            const __m256 dw = _mm256_cvtph_ps(
-                _mm_loadu_si128(reinterpret_cast<const __m128i*>(unit + 32 * h2 + 16 * hf)));
+            const __m256 dw = load_f16x8(unit + 32 * h2, hf);
             token_passes<4>(nt, [&]<int NX, bool>(int x) {
               q6_k_pass<NX>(b, dw, arow + x, digits + x, i, s0, acc + x);
             });

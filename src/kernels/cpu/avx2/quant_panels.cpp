@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/avx2/panel_simd.h"
 #include "kernels/cpu/panel_act.h"
 #include "kernels/cpu/prefetch.h"
 #include "kernels/cpu/row_passes.h"
@@ -24,20 +25,6 @@ using namespace ll3::quant;
 namespace {
 
 constexpr int R = static_cast<int>(kPanelRows);
-
-// Half h (rows 8h .. 8h+7) of the 64-byte group at p.
-inline __m256i load_half(const uint8_t* p, int h) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * h)); }
-
-// 8 f16 fields (rows 8h .. 8h+7) of the 16 at p, as floats.
-inline __m256 load_f16x8(const uint8_t* p, int h) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * h)));
-}
-
-inline __m256i bcast32(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
 
 }  // namespace
 

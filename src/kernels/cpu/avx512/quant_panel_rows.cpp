@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/avx512/panel_simd.h"
 #include "kernels/cpu/panel_act.h"
 #include "kernels/cpu/row_passes.h"
 #include "kernels/panels.h"
@@ -30,15 +31,6 @@ using namespace ll3::quant;
 namespace {
 
 constexpr int R = static_cast<int>(kPanelRows);
-inline __m512 load_f16x16(const uint8_t* p) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-
-inline __m512i bcast32(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
 
 // Prefetch: the first register pass over a block also fetches the next block into L1, one
 // line per few of its instructions (kPrefetch; the other passes have none). The next block is

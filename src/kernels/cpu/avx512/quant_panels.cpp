@@ -12,6 +12,7 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/avx512/panel_simd.h"
 #include "kernels/cpu/panel_act.h"
 #include "kernels/cpu/prefetch.h"
 #include "kernels/panels.h"
@@ -29,16 +30,6 @@ constexpr int R = static_cast<int>(kPanelRows);
 inline __m512i load_line(const uint8_t* p) {
   prefetch_line(p);
   return _mm512_loadu_si512(p);
-}
-
-inline __m512 load_f16x16(const uint8_t* p) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-
-inline __m512i bcast32(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
 }
 
 }  // namespace
