@@ -83,16 +83,29 @@ inline void token_passes(int nt, F&& pass, int x = 0) {
   }
 }
 
-// body(first panel, panel count, first token, token count) over runs of panels and tiles of
-// tokens (see kRunBytes).
-template <class F>
-void runs_and_tiles(int64_t npanels, size_t panel_bytes, int64_t nx, F&& body) {
+// The loops of a tiled prompt kernel around its work on one panel: runs of panels (kRunBytes,
+// when there is more than one tile), tiles of kTile tokens, and segments of kSeg activation
+// blocks whose side data (panel_act of weight type t: a D per block) is made once per tile and
+// segment. Then panel(p, x0, nt, arow, digits, s0, s1) for every panel p of the run, with
+// arow[x] the activation blocks (type A) of token x0 + x and digits[x][i - s0] block i's side
+// data, for the blocks [s0, s1) of the segment.
+template <class A, class D, int64_t kSeg, class F>
+void for_panel_tiles(DType t, int64_t npanels, size_t panel_bytes, const void* xq, size_t stride, int64_t nx,
+                     int64_t nb, int64_t block_cols, F&& panel) {
   const int64_t run =
       nx <= kTile ? npanels : std::max<int64_t>(1, static_cast<int64_t>(kRunBytes / panel_bytes));
+  alignas(64) D digits[kTile][kSeg];
+  const A* arow[kTile];
   for (int64_t p0 = 0; p0 < npanels; p0 += run) {
+    const int64_t p1 = std::min(npanels, p0 + run);
     for (int64_t x0 = 0; x0 < nx; x0 += kTile) {
-      body(p0, std::min(run, npanels - p0), x0,
-           static_cast<int>(std::min<int64_t>(kTile, nx - x0)));
+      const int nt = static_cast<int>(std::min<int64_t>(kTile, nx - x0));
+      for (int x = 0; x < nt; ++x) arow[x] = act_row<A>(xq, stride, x0 + x);
+      for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {
+        const int64_t s1 = std::min(nb, s0 + kSeg);
+        for (int x = 0; x < nt; ++x) panel_act(t, arow[x] + s0, (s1 - s0) * block_cols, digits[x]);
+        for (int64_t p = p0; p < p1; ++p) panel(p, x0, nt, arow, digits, s0, s1);
+      }
     }
   }
 }

@@ -26,4 +26,16 @@ inline __m256i bcast32(const void* p) {
   return _mm256_set1_epi32(v);
 }
 
+// One Q6_K line of a half block h, group q = kk / 4 (kernels/panels.h): ql holds the low 4 bits
+// of 4 weights per row in each nibble, hb the qh line with their high bits (bit pairs 0..3:
+// weights 4mm, 32 + 4mm, 64 + 4mm, 96 + 4mm). lo gets the 6-bit values of group 8h + q, hi
+// those of group 8h + 4 + q, as unsigned bytes.
+inline void q6_k_assemble(__m256i ql, __m256i hb, int q, __m256i& lo, __m256i& hi) {
+  const __m256i m0f = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+  const __m256i hl = q < 2 ? _mm256_slli_epi16(hb, 4) : _mm256_slli_epi16(hb, 2);
+  const __m256i hh = q < 2 ? hb : _mm256_srli_epi16(hb, 2);
+  lo = _mm256_or_si256(_mm256_and_si256(ql, m0f), _mm256_and_si256(hl, m30));
+  hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql, 4), m0f), _mm256_and_si256(hh, m30));
+}
+
 }  // namespace ll3::kernels::avx2

@@ -125,7 +125,6 @@ struct alignas(32) Q6KHalf {
 
 // prefetch: the first half's unpacking also prefetches the block's lines (prefetch.h).
 inline void q6_k_unpack_half(const uint8_t* blk, int hf, Q6KHalf& b) {
-  const __m256i m0f = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
   const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
   for (int s = 0; s < 4; ++s) {
     if (hf == 0) prefetch_line(blk + 64 * s);
@@ -142,9 +141,6 @@ inline void q6_k_unpack_half(const uint8_t* blk, int hf, Q6KHalf& b) {
         _mm256_or_si256(_mm256_and_si256(s, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(s, 16));
   }
   LL3_UNROLL for (int h = 0; h < 2; ++h) {
-    // As the decode kernel: qh dword mm holds the high bits of weights 4mm, 32 + 4mm, 64 + 4mm
-    // and 96 + 4mm of this half; ql dwords 4q .. 4q+3 are groups 8h + q (low nibbles) and
-    // 8h + 4 + q (high nibbles).
     const uint8_t* half = blk + 256 + 1536 * h;
     LL3_UNROLL for (int kk = 0; kk < 16; ++kk) {
       const int q = kk / 4;
@@ -154,13 +150,10 @@ inline void q6_k_unpack_half(const uint8_t* blk, int hf, Q6KHalf& b) {
       }
       const __m256i ql = load_half(half + 512 + 64 * kk, hf);
       const __m256i hb = load_half(half + 64 * (kk % 8), hf);
-      const __m256i hl = q < 2 ? _mm256_slli_epi16(hb, 4) : _mm256_slli_epi16(hb, 2);
-      const __m256i hh = q < 2 ? hb : _mm256_srli_epi16(hb, 2);
-      _mm256_store_si256(&b.u[h][0][kk],
-                         _mm256_or_si256(_mm256_and_si256(ql, m0f), _mm256_and_si256(hl, m30)));
-      _mm256_store_si256(&b.u[h][1][kk],
-                         _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql, 4), m0f),
-                                         _mm256_and_si256(hh, m30)));
+      __m256i lo, hi;
+      q6_k_assemble(ql, hb, q, lo, hi);
+      _mm256_store_si256(&b.u[h][0][kk], lo);
+      _mm256_store_si256(&b.u[h][1][kk], hi);
     }
   }
 }
@@ -226,41 +219,36 @@ inline void q6_k_pass(const Q6KHalf& b, __m256 dw, const BlockQ8_K* const* arow,
 
 void q4_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride,
                               int64_t nx, int64_t n, float* y, size_t y_stride) {
-  // The digits of the whole row (n <= kPanelRowsMaxCols): the two accumulators of
+  // One segment, the whole row (n <= kPanelRowsMaxCols): the two accumulators of
   // kernels/int_dot_order.h run over the row in one pass.
   constexpr size_t kUnit = R * sizeof(BlockQ4_K);
   const int64_t nb = n / kQKK;
   const size_t panel_bytes = kUnit * static_cast<size_t>(nb);
-  runs_and_tiles(npanels, panel_bytes, nx, [&](int64_t p0, int64_t np, int64_t x0, int nt) {
-    alignas(32) K4PanelAct digits[kTile][kMaxK4Blocks];
-    const BlockQ8_K* arow[kTile];
-    for (int x = 0; x < nt; ++x) {
-      arow[x] = act_row<BlockQ8_K>(xq, stride, x0 + x);
-      panel_act(DType::Q4_K, arow[x], n, digits[x]);
-    }
-    Q4KHalf b;
-    alignas(32) float acc[kTile][8], accm[kTile][8];
-    for (int64_t p = p0; p < p0 + np; ++p) {
-      const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
-      for (int hf = 0; hf < 2; ++hf) {
-        for (int x = 0; x < nt; ++x) {
-          _mm256_store_ps(acc[x], _mm256_setzero_ps());
-          _mm256_store_ps(accm[x], _mm256_setzero_ps());
+  Q4KHalf b;
+  alignas(32) float acc[kTile][8], accm[kTile][8];
+  for_panel_tiles<BlockQ8_K, K4PanelAct, kMaxK4Blocks>(
+      DType::Q4_K, npanels, panel_bytes, xq, stride, nx, nb, kQKK,
+      [&](int64_t p, int64_t x0, int nt, const BlockQ8_K* const* arow,
+          const K4PanelAct(*digits)[kMaxK4Blocks], int64_t, int64_t) {
+        const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
+        for (int hf = 0; hf < 2; ++hf) {
+          for (int x = 0; x < nt; ++x) {
+            _mm256_store_ps(acc[x], _mm256_setzero_ps());
+            _mm256_store_ps(accm[x], _mm256_setzero_ps());
+          }
+          for (int64_t i = 0; i < nb; ++i) {
+            q4_k_unpack_half(w + i * kUnit, hf, b);
+            token_passes<4>(nt, [&]<int NX, bool>(int x) {
+              q4_k_pass<NX>(b, arow + x, digits + x, i, acc + x, accm + x);
+            });
+          }
+          float* yp = y + x0 * y_stride + p * R + 8 * hf;
+          for (int x = 0; x < nt; ++x) {
+            _mm256_storeu_ps(yp + x * y_stride,
+                             _mm256_sub_ps(_mm256_load_ps(acc[x]), _mm256_load_ps(accm[x])));
+          }
         }
-        for (int64_t i = 0; i < nb; ++i) {
-          q4_k_unpack_half(w + i * kUnit, hf, b);
-          token_passes<4>(nt, [&]<int NX, bool>(int x) {
-            q4_k_pass<NX>(b, arow + x, digits + x, i, acc + x, accm + x);
-          });
-        }
-        float* yp = y + x0 * y_stride + p * R + 8 * hf;
-        for (int x = 0; x < nt; ++x) {
-          _mm256_storeu_ps(yp + x * y_stride,
-                           _mm256_sub_ps(_mm256_load_ps(acc[x]), _mm256_load_ps(accm[x])));
-        }
-      }
-    }
-  });
+      });
 }
 
 void q6_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride,
@@ -268,17 +256,12 @@ void q6_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* x
   constexpr size_t kUnit = R * 2 * sizeof(BlockQ6_K);
   const int64_t nb = n / kQKK;
   const size_t panel_bytes = kUnit * static_cast<size_t>(nb / 2);
-  runs_and_tiles(npanels, panel_bytes, nx, [&](int64_t p0, int64_t np, int64_t x0, int nt) {
-    alignas(32) Q6PanelAct digits[kTile][kSeg];
-    const BlockQ8_K* arow[kTile];
-    for (int x = 0; x < nt; ++x) arow[x] = act_row<BlockQ8_K>(xq, stride, x0 + x);
-    Q6KHalf b;
-    alignas(32) float acc[kTile][8];
-    for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {
-      const int64_t s1 = std::min(nb, s0 + kSeg);
-      for (int x = 0; x < nt; ++x)
-        panel_act(DType::Q6_K, arow[x] + s0, (s1 - s0) * kQKK, digits[x]);
-      for (int64_t p = p0; p < p0 + np; ++p) {
+  Q6KHalf b;
+  alignas(32) float acc[kTile][8];
+  for_panel_tiles<BlockQ8_K, Q6PanelAct, kSeg>(
+      DType::Q6_K, npanels, panel_bytes, xq, stride, nx, nb, kQKK,
+      [&](int64_t p, int64_t x0, int nt, const BlockQ8_K* const* arow,
+          const Q6PanelAct(*digits)[kSeg], int64_t s0, int64_t s1) {
         const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
         for (int hf = 0; hf < 2; ++hf) {
           // A segment starts from zero, or where the last one left its sums in y.
@@ -300,9 +283,7 @@ void q6_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* x
           }
           for (int x = 0; x < nt; ++x) _mm256_storeu_ps(yp + x * y_stride, _mm256_load_ps(acc[x]));
         }
-      }
-    }
-  });
+      });
 }
 
 }  // namespace ll3::kernels::avx2

@@ -102,7 +102,6 @@ void q6_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, c
   const int64_t nb = n / kQKK;
   const size_t panel_bytes = kUnit * static_cast<size_t>(nb / 2);
   const Q6PanelAct* digits = static_cast<const Q6PanelAct*>(act);
-  const __m256i m0f = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
   const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
   for (int64_t p = 0; p < npanels; ++p) {
     const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
@@ -145,10 +144,8 @@ void q6_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, c
               }
               const __m256i ql = load_half(half + 512 + 64 * kk, hf);
               const __m256i hb = load_half(half + 64 * (kk % 8), hf);
-              const __m256i hl = q < 2 ? _mm256_slli_epi16(hb, 4) : _mm256_slli_epi16(hb, 2);
-              const __m256i hh = q < 2 ? hb : _mm256_srli_epi16(hb, 2);
-              const __m256i lo = _mm256_or_si256(_mm256_and_si256(ql, m0f), _mm256_and_si256(hl, m30));
-              const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql, 4), m0f), _mm256_and_si256(hh, m30));
+              __m256i lo, hi;
+              q6_k_assemble(ql, hb, q, lo, hi);
               ul[t / 2] = _mm256_add_epi16(ul[t / 2], _mm256_maddubs_epi16(lo, bcast32(aq + 128 * h + 4 * kk)));
               uh[t / 2] = _mm256_add_epi16(uh[t / 2], _mm256_maddubs_epi16(hi, bcast32(aq + 128 * h + 64 + 4 * kk)));
             }

@@ -147,8 +147,7 @@ struct alignas(64) Q6KUnpacked {
 };
 
 inline void q6_k_unpack(const uint8_t* blk, Q6KUnpacked& b) {
-  const __m512i m0f = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30),
-                ones = _mm512_set1_epi8(1);
+  const __m512i ones = _mm512_set1_epi8(1);
   b.c1 = _mm512_setzero_si512();
   LL3_UNROLL for (int q = 0; q < 4; ++q) {
     b.sc[q] = _mm512_loadu_si512(blk + 64 * q);
@@ -158,21 +157,15 @@ inline void q6_k_unpack(const uint8_t* blk, Q6KUnpacked& b) {
     b.scale[g] = _mm512_srai_epi32(_mm512_slli_epi32(b.sc[g / 4], 24 - 8 * (g % 4)), 24);
   }
   LL3_UNROLL for (int h = 0; h < 2; ++h) {
-    // qh dword mm holds, in bit pairs 0..3, the high bits of weights 4mm, 32 + 4mm, 64 + 4mm
-    // and 96 + 4mm of this half (+ 0..3 each); ql dwords 4q .. 4q+3: low nibbles are group
-    // 8h + q, high nibbles group 8h + 4 + q.
     const uint8_t* half = blk + 256 + 1536 * h;
     LL3_UNROLL for (int kk = 0; kk < 16; ++kk) {
       const int q = kk / 4;
       const __m512i ql = _mm512_loadu_si512(half + 512 + 64 * kk);
       const __m512i hb = _mm512_loadu_si512(half + 64 * (kk % 8));
-      const __m512i hl = q < 2 ? _mm512_slli_epi16(hb, 4) : _mm512_slli_epi16(hb, 2);
-      const __m512i hh = q < 2 ? hb : _mm512_srli_epi16(hb, 2);
-      _mm512_store_si512(&b.u[h][0][kk],
-                         _mm512_or_si512(_mm512_and_si512(ql, m0f), _mm512_and_si512(hl, m30)));
-      _mm512_store_si512(&b.u[h][1][kk],
-                         _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m0f),
-                                         _mm512_and_si512(hh, m30)));
+      __m512i lo, hi;
+      q6_k_assemble(ql, hb, q, lo, hi);
+      _mm512_store_si512(&b.u[h][0][kk], lo);
+      _mm512_store_si512(&b.u[h][1][kk], hi);
     }
   }
 }
@@ -274,55 +267,44 @@ inline void store_tile(const TileAcc& acc, int nt, float* y, size_t y_stride) {
 
 void q4_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride,
                               int64_t nx, int64_t n, float* y, size_t y_stride) {
-  // The digits of the whole row (n <= kPanelRowsMaxCols): the two accumulators of
+  // One segment, the whole row (n <= kPanelRowsMaxCols): the two accumulators of
   // kernels/int_dot_order.h run over the row in one pass.
   constexpr size_t kUnit = R * sizeof(BlockQ4_K);
   const int64_t nb = n / kQKK;
   const size_t panel_bytes = kUnit * static_cast<size_t>(nb);
-  runs_and_tiles(npanels, panel_bytes, nx, [&](int64_t p0, int64_t np, int64_t x0, int nt) {
-    alignas(64) K4PanelAct digits[kTile][kMaxK4Blocks];
-    const BlockQ8_K* arow[kTile];
-    for (int x = 0; x < nt; ++x) {
-      arow[x] = act_row<BlockQ8_K>(xq, stride, x0 + x);
-      panel_act(DType::Q4_K, arow[x], n, digits[x]);
-    }
-    TileAcc acc, accm;
-    for (int64_t p = p0; p < p0 + np; ++p) {
-      const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
-      acc.zero(nt);
-      accm.zero(nt);
-      for (int64_t i = 0; i < nb; ++i) {
-        const uint8_t* blk = w + i * kUnit;
-        const Q4KScales s = q4_k_scales(blk);
-        token_passes<8>(nt, [&]<int NX, bool kPf>(int x) {
-          q4_k_pass<NX, kPf>(blk, s, arow + x, digits + x, i, acc.v + x, accm.v + x, blk + kUnit);
-        });
-      }
-      for (int x = 0; x < nt; ++x) {
-        _mm512_storeu_ps(y + (x0 + x) * y_stride + p * R,
-                         _mm512_sub_ps(_mm512_load_ps(acc.v[x]), _mm512_load_ps(accm.v[x])));
-      }
-    }
-  });
+  TileAcc acc, accm;
+  for_panel_tiles<BlockQ8_K, K4PanelAct, kMaxK4Blocks>(
+      DType::Q4_K, npanels, panel_bytes, xq, stride, nx, nb, kQKK,
+      [&](int64_t p, int64_t x0, int nt, const BlockQ8_K* const* arow,
+          const K4PanelAct(*digits)[kMaxK4Blocks], int64_t, int64_t) {
+        const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
+        acc.zero(nt);
+        accm.zero(nt);
+        for (int64_t i = 0; i < nb; ++i) {
+          const uint8_t* blk = w + i * kUnit;
+          const Q4KScales s = q4_k_scales(blk);
+          token_passes<8>(nt, [&]<int NX, bool kPf>(int x) {
+            q4_k_pass<NX, kPf>(blk, s, arow + x, digits + x, i, acc.v + x, accm.v + x, blk + kUnit);
+          });
+        }
+        for (int x = 0; x < nt; ++x) {
+          _mm512_storeu_ps(y + (x0 + x) * y_stride + p * R,
+                           _mm512_sub_ps(_mm512_load_ps(acc.v[x]), _mm512_load_ps(accm.v[x])));
+        }
+      });
 }
 
 void q6_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride,
                               int64_t nx, int64_t n, float* y, size_t y_stride) {
-  constexpr int64_t kSeg = kQ6Seg;
   constexpr size_t kUnit = R * 2 * sizeof(BlockQ6_K);
   const int64_t nb = n / kQKK;
   const size_t panel_bytes = kUnit * static_cast<size_t>(nb / 2);
-  runs_and_tiles(npanels, panel_bytes, nx, [&](int64_t p0, int64_t np, int64_t x0, int nt) {
-    alignas(64) Q6PanelAct digits[kTile][kSeg];
-    const BlockQ8_K* arow[kTile];
-    for (int x = 0; x < nt; ++x) arow[x] = act_row<BlockQ8_K>(xq, stride, x0 + x);
-    Q6KUnpacked b;
-    TileAcc acc;
-    for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {
-      const int64_t s1 = std::min(nb, s0 + kSeg);
-      for (int x = 0; x < nt; ++x)
-        panel_act(DType::Q6_K, arow[x] + s0, (s1 - s0) * kQKK, digits[x]);
-      for (int64_t p = p0; p < p0 + np; ++p) {
+  Q6KUnpacked b;
+  TileAcc acc;
+  for_panel_tiles<BlockQ8_K, Q6PanelAct, kQ6Seg>(
+      DType::Q6_K, npanels, panel_bytes, xq, stride, nx, nb, kQKK,
+      [&](int64_t p, int64_t x0, int nt, const BlockQ8_K* const* arow,
+          const Q6PanelAct(*digits)[kQ6Seg], int64_t s0, int64_t s1) {
         const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
         float* yp = y + x0 * y_stride + p * R;
         segment_start(acc, nt, yp, y_stride, s0 == 0);
@@ -338,26 +320,19 @@ void q6_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* x
           });
         }
         store_tile(acc, nt, yp, y_stride);
-      }
-    }
-  });
+      });
 }
 
 void q8_0_dot_q8_0_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride,
                               int64_t nx, int64_t n, float* y, size_t y_stride) {
-  constexpr int64_t kSeg = kQ8Seg;
   constexpr size_t kUnit = R * 2 * sizeof(BlockQ8_0);
   const int64_t nb = n / kQK;
   const size_t panel_bytes = kUnit * static_cast<size_t>(nb / 2);
-  runs_and_tiles(npanels, panel_bytes, nx, [&](int64_t p0, int64_t np, int64_t x0, int nt) {
-    alignas(64) Q80PanelAct sums[kTile][kSeg];
-    const BlockQ8_0* arow[kTile];
-    for (int x = 0; x < nt; ++x) arow[x] = act_row<BlockQ8_0>(xq, stride, x0 + x);
-    TileAcc acc;
-    for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {
-      const int64_t s1 = std::min(nb, s0 + kSeg);
-      for (int x = 0; x < nt; ++x) panel_act(DType::Q8_0, arow[x] + s0, (s1 - s0) * kQK, sums[x]);
-      for (int64_t p = p0; p < p0 + np; ++p) {
+  TileAcc acc;
+  for_panel_tiles<BlockQ8_0, Q80PanelAct, kQ8Seg>(
+      DType::Q8_0, npanels, panel_bytes, xq, stride, nx, nb, kQK,
+      [&](int64_t p, int64_t x0, int nt, const BlockQ8_0* const* arow,
+          const Q80PanelAct(*sums)[kQ8Seg], int64_t s0, int64_t s1) {
         const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
         float* yp = y + x0 * y_stride + p * R;
         segment_start(acc, nt, yp, y_stride, s0 == 0);
@@ -373,9 +348,7 @@ void q8_0_dot_q8_0_panel_rows(const void* panels, int64_t npanels, const void* x
           if (b == 1) prefetch_line_of<true>(pf, 8);
         }
         store_tile(acc, nt, yp, y_stride);
-      }
-    }
-  });
+      });
 }
 
 }  // namespace ll3::kernels::avx512

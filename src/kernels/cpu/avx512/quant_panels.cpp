@@ -114,7 +114,7 @@ void q6_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, c
   const int64_t nb = n / kQKK;
   const size_t panel_bytes = kUnit * static_cast<size_t>(nb / 2);
   const Q6PanelAct* digits = static_cast<const Q6PanelAct*>(act);
-  const __m512i m0f = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30), ones = _mm512_set1_epi8(1);
+  const __m512i ones = _mm512_set1_epi8(1);
   for (int64_t p = 0; p < npanels; ++p) {
     const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
     __m512 acc = _mm512_setzero_ps();
@@ -147,10 +147,8 @@ void q6_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, c
             const int kk = 4 * q + t;
             const __m512i ql = load_line(half + 512 + 64 * kk);
             const __m512i hb = qh[kk % 8];
-            const __m512i hl = q < 2 ? _mm512_slli_epi16(hb, 4) : _mm512_slli_epi16(hb, 2);
-            const __m512i hh = q < 2 ? hb : _mm512_srli_epi16(hb, 2);
-            const __m512i lo = _mm512_or_si512(_mm512_and_si512(ql, m0f), _mm512_and_si512(hl, m30));
-            const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m0f), _mm512_and_si512(hh, m30));
+            __m512i lo, hi;
+            q6_k_assemble(ql, hb, q, lo, hi);
             ul = _mm512_dpbusd_epi32(ul, lo, bcast32(aq + 128 * h + 4 * kk));
             uh = _mm512_dpbusd_epi32(uh, hi, bcast32(aq + 128 * h + 64 + 4 * kk));
           }
