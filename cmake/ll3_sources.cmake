@@ -63,7 +63,12 @@ function(ll3_add_cuda_targets)
                               TARGET_DIRECTORY ll3lib PROPERTIES COMPILE_DEFINITIONS "LL3_CUDA_ARCHS=\"${archs}\"")
   file(GLOB cuda_srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/kernels/cuda/*.cu)
   add_library(ll3cuda STATIC ${cuda_srcs})
-  target_link_libraries(ll3cuda PUBLIC ll3lib CUDA::cublas)
+  # cuBLAS is opened at run time (kernels/cuda/gemm.cu), so only its headers are needed here.
+  target_link_libraries(ll3cuda PUBLIC ll3lib ${CMAKE_DL_LIBS})
+  target_include_directories(ll3cuda PUBLIC ${CUDAToolkit_INCLUDE_DIRS})
   add_executable(ll3-cuda-bench ${CMAKE_SOURCE_DIR}/bench/cuda_kernels.cpp)
   target_link_libraries(ll3-cuda-bench PRIVATE ll3cuda)
+  # The GPU forward pass on the llama3.1-8b shape (ll3lib holds the runner).
+  add_executable(ll3-cuda-runner-bench ${CMAKE_SOURCE_DIR}/bench/cuda_runner.cpp)
+  target_link_libraries(ll3-cuda-runner-bench PRIVATE ll3lib)
 endfunction()

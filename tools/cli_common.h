@@ -64,6 +64,7 @@ struct EngineFlags {
   bool no_prefix_cache = false;
   bool float_act = false;
   bool amx_bf16 = false;
+  int gpu_layers = -1;
   LoadFlags load;
 };
 void add_engine_flags(ArgParser& ap, EngineFlags* f, bool serving);

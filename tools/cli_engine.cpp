@@ -16,6 +16,8 @@ void add_engine_flags(ArgParser& ap, EngineFlags* f, bool serving) {
   ap.add_flag({"--no-prefix-cache"}, "do not reuse the KV of earlier requests' prompts", &f->no_prefix_cache);
   ap.add_flag({"--float-act"}, "keep activations in float for quantized weights (default: 8-bit)", &f->float_act);
   add_amx_flag(ap, &f->amx_bf16);
+  ap.add_int({"-ngl", "--gpu-layers"}, "N", "layers on the CUDA GPU: -1 all when one is usable (default), 0 none "
+             "(splitting layers between GPU and CPU is not built yet)", &f->gpu_layers);
   add_load_flags(ap, &f->load);
   if (!serving) return;
   ap.add_int({"--max-seqs"}, "N", "sequences generating at once (default 64)", &f->max_seqs);
@@ -39,6 +41,7 @@ std::string finish_engine_flags(const EngineFlags& f, EngineOptions* o) {
   if (!(f.batch_wait_ms >= 0) || f.batch_wait_ms > 10000) return "--batch-wait-ms must be in 0..10000";
   if (f.session_memory < 0) return "--session-memory must not be negative";
   if (f.load.mmap && f.load.no_mmap) return "--mmap and --no-mmap exclude each other";
+  if (f.gpu_layers < -1) return "--gpu-layers must be -1 (all), 0 (none) or a layer count";
   o->threads = f.threads;
   o->ctx = f.ctx;
   o->kv_memory = f.kv_memory;
@@ -47,6 +50,7 @@ std::string finish_engine_flags(const EngineFlags& f, EngineOptions* o) {
   o->prefix_cache = !f.no_prefix_cache;
   o->int8_activations = !f.float_act;
   o->amx_prompts = f.amx_bf16;
+  o->gpu_layers = f.gpu_layers;
   o->max_seqs = f.max_seqs;
   o->max_queue = f.max_queue;
   o->batch_wait_ms = f.batch_wait_ms;

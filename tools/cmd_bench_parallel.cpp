@@ -156,6 +156,8 @@ int bench_parallel(int argc, char** argv) {
   std::mt19937 rng(7);
   nlohmann::json out = {{"model_type", type}, {"threads", eo.threads}, {"batch_tokens", eo.batch_tokens}};
   std::unique_ptr<Engine> e = engine(eo);
+  const std::string where = e->where();
+  out["runs_on"] = where;
 
   // Aggregate generation speed.
   std::vector<AggregateRow> agg;
@@ -267,8 +269,8 @@ int bench_parallel(int argc, char** argv) {
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
-  std::printf("model %s, %d threads, batch %lld tokens\n\n", type.c_str(), eo.threads,
-              static_cast<long long>(eo.batch_tokens));
+  std::printf("model %s, %d threads, batch %lld tokens, on %s\n\n", type.c_str(), eo.threads,
+              static_cast<long long>(eo.batch_tokens), where.c_str());
   if (!agg.empty()) {
     std::printf("| sequences | generated t/s | x one | median inter-token ms |\n|---|---|---|---|\n");
     for (const AggregateRow& r : agg) {

@@ -65,6 +65,10 @@ struct EngineOptions {
   // float activations. amx_prompts: AMX bf16 tiles for prompts where present (another answer).
   bool int8_activations = true;
   bool amx_prompts = false;
+  // Layers on the CUDA device: -1 all of them when a device is usable (else the CPU, saying
+  // why), 0 none; a positive count asks for the GPU and fails without one. Splitting a model
+  // between the GPU and the CPU is not built yet: a count below the model's layers is refused.
+  int gpu_layers = -1;
 };
 
 struct EngineStats {
@@ -122,6 +126,8 @@ class Engine {
   Status save_sessions();
 
   EngineStats stats() const;
+  // Where the steps run: "cpu", or "cuda:0 NVIDIA H200, 32 of 32 layers".
+  std::string where() const;
   const Model& model() const;
   const EngineOptions& options() const;
 

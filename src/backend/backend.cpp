@@ -45,9 +45,6 @@ void note_cpu_fallback_once() {
     const std::vector<CudaDeviceInfo> devs = cuda_devices(&why);
     if (devs.empty()) {
       std::fprintf(stderr, "ll3: built with CUDA, but no CUDA device is usable (%s): running on the CPU\n", why.c_str());
-    } else {
-      std::fprintf(stderr, "ll3: CUDA device %s found; the GPU forward pass is not built yet: running on the CPU\n",
-                   devs[0].name.c_str());
     }
   });
 }

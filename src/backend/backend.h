@@ -1,6 +1,6 @@
 // Where the work runs. The CPU backend is always there; the CUDA backend is compiled in when
-// nvcc is found (CMake option LL3_CUDA) and usable when a device answers at run time. This
-// layer only reports: the forward pass on the GPU is not built yet (docs/DESIGN.md, "CUDA").
+// nvcc is found (CMake option LL3_CUDA) and usable when a device answers at run time; the
+// engine then runs the model there (backend/gpu_runner.h).
 #pragma once
 
 #include <cstdint>
@@ -27,8 +27,8 @@ std::string cuda_compiled_archs();
 // sm_90; no device: ...)": the backends compiled in and whether each can run here.
 std::string backends_summary();
 
-// Says once per process, on stderr, when CUDA is compiled in but the work runs on the CPU (no
-// device, or the GPU forward pass not built yet). Silent in a CPU-only build.
+// Says once per process, on stderr, when CUDA is compiled in but no device is usable, so the
+// work runs on the CPU. Silent in a CPU-only build.
 void note_cpu_fallback_once();
 
 }  // namespace ll3

@@ -15,6 +15,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "backend/backend.h"
+#include "backend/gpu_runner.h"
 #include "core/thread_pool.h"
 #include "engine/model_impl.h"
 #include "engine/sampler.h"
@@ -116,7 +118,7 @@ struct Engine::Impl {
   std::unique_ptr<BlockPool> blocks;
   std::unique_ptr<Scheduler> sched;
   std::unique_ptr<SessionStore> sessions;
-  std::unique_ptr<LlamaRunner> runner;
+  std::unique_ptr<ModelRunner> runner;
   std::vector<std::unique_ptr<Sampler>> samplers;  // one per pool thread
 
   // Per step, sized once.
@@ -155,6 +157,7 @@ struct Engine::Impl {
       : model(std::move(mod)), m(*model->impl().llama), tok(*model->impl().tokenizer), opt(o) {}
 
   Status init();
+  Status make_runner();
   Result<RequestId> submit(Request r);
   void loop();
   void step();
@@ -180,6 +183,34 @@ bool Engine::Impl::save_now() {
   save_requested = false;
   idle.notify_all();
   return true;
+}
+
+// The GPU when one is usable and asked for (gpu_layers), else the CPU.
+Status Engine::Impl::make_runner() {
+  const int64_t layers = m.config.n_layers;
+  if (opt.gpu_layers < -1) return Status::error("gpu_layers must be -1 (all), 0 or a layer count", StatusCode::kInvalid);
+  if (opt.gpu_layers > 0 && opt.gpu_layers < layers) {
+    return Status::errorf("--gpu-layers %d of %lld: splitting the layers between the GPU and the CPU is not built yet "
+                          "(use 0 for the CPU, or all)",
+                          opt.gpu_layers, static_cast<long long>(layers));
+  }
+  std::string why;
+  if (opt.gpu_layers != 0 && !cuda_devices(&why).empty()) {
+    GpuRunnerOptions go;
+    go.max_batch_tokens = opt.batch_tokens;
+    Result<std::unique_ptr<ModelRunner>> g = make_cuda_runner(m, *kv, go);
+    if (g.ok()) {
+      runner = std::move(g.value());
+      std::fprintf(stderr, "ll3: running on %s\n", runner->where().c_str());
+      return Status();
+    }
+    if (opt.gpu_layers > 0) return g.status();
+    std::fprintf(stderr, "ll3: not on the GPU (%s): running on the CPU\n", g.message().c_str());
+  } else if (opt.gpu_layers > 0) {
+    return Status::error("--gpu-layers: " + (cuda_compiled_archs().empty() ? std::string("this ll3 was built without CUDA") : why));
+  }
+  runner = std::make_unique<LlamaRunner>(m, *kv, *pool, opt.batch_tokens, opt.int8_activations, opt.amx_prompts);
+  return Status();
 }
 
 Status Engine::Impl::init() {
@@ -221,7 +252,7 @@ Status Engine::Impl::init() {
   const int64_t session_blocks = opt.session_memory > 0 ? opt.session_memory / (per_token * bs) : n_blocks / 4;
   sessions = std::make_unique<SessionStore>(*blocks, *kv, model->impl().id, session_blocks, opt.session_dir);
   sched->set_reclaim([this] { return sessions->evict_one(); });
-  runner = std::make_unique<LlamaRunner>(m, *kv, *pool, opt.batch_tokens, opt.int8_activations, opt.amx_prompts);
+  LL3_RETURN_IF_ERROR(make_runner());
   for (int t = 0; t < pool->size(); ++t) samplers.push_back(std::make_unique<Sampler>(static_cast<int32_t>(c.n_vocab)));
   plan_tokens.reserve(static_cast<size_t>(opt.batch_tokens));
   plan_seqs.reserve(static_cast<size_t>(opt.max_seqs));
@@ -669,6 +700,8 @@ EngineStats Engine::stats() const {
   std::lock_guard<std::mutex> lk(impl_->mu);
   return impl_->stats;
 }
+
+std::string Engine::where() const { return impl_->runner->where(); }
 
 const Model& Engine::model() const { return *impl_->model; }
 const EngineOptions& Engine::options() const { return impl_->opt; }

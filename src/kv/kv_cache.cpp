@@ -40,10 +40,13 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const KvCacheConfig& cfg) {
   const uintptr_t base = reinterpret_cast<uintptr_t>(kv->storage_.get());
   kv->k_ = kv->storage_.get() + ((64 - base % 64) % 64);
   kv->v_ = kv->k_ + rows * kv->row_bytes_;
+  kv->versions_.reset(new (std::nothrow) uint64_t[static_cast<size_t>(cfg.n_blocks)]());
+  if (!kv->versions_) return Status::error("KV cache: cannot allocate its block versions");
   return kv;
 }
 
 void KvCache::store(int64_t layer, int32_t block, int64_t slot, const float* k, const float* v) {
+  touch(block);
   from_float_(k, row(k_, layer, block, slot), row_elems());
   from_float_(v, row(v_, layer, block, slot), row_elems());
 }
@@ -62,9 +65,10 @@ kernels::KvHeadView KvCache::head_view(int64_t layer, int64_t kv_head, std::span
 
 void KvCache::copy_positions(int32_t src, int32_t dst, int64_t n) {
   // A block's positions are consecutive rows of each layer: one copy per layer for K and V.
+  touch(dst);
   for (int64_t l = 0; l < cfg_.n_layers; ++l) {
-    std::memcpy(k_row(l, dst, 0), k_row(l, src, 0), static_cast<size_t>(n) * row_bytes_);
-    std::memcpy(v_row(l, dst, 0), v_row(l, src, 0), static_cast<size_t>(n) * row_bytes_);
+    std::memcpy(row(k_, l, dst, 0), row(k_, l, src, 0), static_cast<size_t>(n) * row_bytes_);
+    std::memcpy(row(v_, l, dst, 0), row(v_, l, src, 0), static_cast<size_t>(n) * row_bytes_);
   }
 }
 

@@ -44,13 +44,24 @@ class KvCache {
   kernels::KvHeadView head_view(int64_t layer, int64_t kv_head, std::span<const int32_t> block_table) const;
 
   // The raw K / V row of (layer, block, slot), row_bytes() bytes in cfg.type: what a session file
-  // saves and restores as is.
-  uint8_t* k_row(int64_t layer, int32_t block, int64_t slot) { return row(k_, layer, block, slot); }
-  uint8_t* v_row(int64_t layer, int32_t block, int64_t slot) { return row(v_, layer, block, slot); }
+  // saves and restores as is. The writable ones count as a change of the block (version()).
+  uint8_t* k_row(int64_t layer, int32_t block, int64_t slot) {
+    touch(block);
+    return row(k_, layer, block, slot);
+  }
+  uint8_t* v_row(int64_t layer, int32_t block, int64_t slot) {
+    touch(block);
+    return row(v_, layer, block, slot);
+  }
   const uint8_t* k_row(int64_t layer, int32_t block, int64_t slot) const { return row(k_, layer, block, slot); }
   const uint8_t* v_row(int64_t layer, int32_t block, int64_t slot) const { return row(v_, layer, block, slot); }
   // Copies the first n positions of block src into block dst, every layer (copy on write).
   void copy_positions(int32_t src, int32_t dst, int64_t n);
+
+  // A number that changes whenever anything of the block is written here (store, copy_positions,
+  // a writable k_row / v_row): a device that mirrors the cache (the CUDA runner) re-uploads the
+  // blocks whose version moved since it last synced them.
+  uint64_t version(int32_t block) const { return versions_[static_cast<size_t>(block)]; }
 
  private:
   KvCache() = default;
@@ -61,7 +72,10 @@ class KvCache {
     return base + idx * row_bytes_;
   }
 
+  void touch(int32_t block) { ++versions_[static_cast<size_t>(block)]; }
+
   KvCacheConfig cfg_;
+  std::unique_ptr<uint64_t[]> versions_;  // (n_blocks)
   size_t row_bytes_ = 0;
   size_t head_bytes_ = 0;  // one KV head's slice of a row
   size_t storage_bytes_ = 0;

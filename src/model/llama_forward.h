@@ -15,6 +15,7 @@
 #include "kernels/matmul.h"
 #include "kv/kv_cache.h"
 #include "model/llama_model.h"
+#include "model/runner.h"
 
 namespace ll3 {
 
@@ -26,18 +27,19 @@ namespace ll3 {
 using ActivationTap =
     std::function<void(const char* name, int64_t layer, const float* data, int64_t rows, int64_t cols)>;
 
-class LlamaRunner {
+class LlamaRunner final : public ModelRunner {
  public:
   // int8_activations, amx_prompts: see MatmulScratch (int8_activations, bf16).
   LlamaRunner(const LlamaModel& model, KvCache& kv, ThreadPool& pool, int64_t max_batch_tokens,
               bool int8_activations = true, bool amx_prompts = true);
 
-  int64_t max_batch_tokens() const { return max_tokens_; }
+  int64_t max_batch_tokens() const override { return max_tokens_; }
 
   // Runs one step. logits: (plan.logit_rows.size(), n_vocab). Fails (without touching the
   // cache) on a plan that does not fit: too many tokens, a token id out of range, or block
   // tables too short for the positions.
-  Status forward(const BatchPlan& plan, float* logits);
+  Status forward(const BatchPlan& plan, float* logits) override;
+  std::string where() const override { return "cpu"; }
 
   void set_tap(ActivationTap tap) { tap_ = std::move(tap); }
 

@@ -169,6 +169,86 @@ TEST(CudaOps, GemvOfEveryTypeMatchesTheDequantizedProductAndBatchesEqualSolo) {
   EXPECT_FALSE(cuda::gemv(DType::F32, dx.p, 1, 32, dx.p, dy.p, 9, nullptr).ok());
 }
 
+// The dequantization for the tensor cores gives the GEMV's values rounded to F16, and the cuBLAS
+// GEMM of F16 (and BF16) operands matches the product of the rounded values.
+TEST(CudaOps, DequantToF16AndTheTensorCoreGemm) {
+  REQUIRE_GPU();
+  const int64_t rows = 77, cols = 512, n = 13;
+  for (DType type : {DType::F32, DType::BF16, DType::Q8_0, DType::Q4_K}) {
+    const Matrix w = random_matrix(type, rows, cols, 21);
+    Dev<uint8_t> dw(w.bytes);
+    Dev<uint16_t> dh(rows * cols);
+    ASSERT_TRUE(cuda::dequant_f16(type, dw.p, rows, cols, dh.p, nullptr).ok()) << dtype_name(type);
+    const std::vector<uint16_t> h = dh.get();
+    for (int64_t i = 0; i < rows * cols; ++i) {
+      ASSERT_EQ(h[i], f32_to_f16(w.values[i])) << dtype_name(type) << " element " << i;
+    }
+  }
+  EXPECT_FALSE(cuda::dequant_f16(DType::Q6_K, nullptr, 1, 256, nullptr, nullptr).ok());
+
+  Result<cuda::Blas*> blas = cuda::blas_create(nullptr);
+  ASSERT_TRUE(blas.ok()) << blas.message();
+  for (bool bf16 : {false, true}) {
+    const std::vector<float> wf = randn(rows * cols, 22, 0.05f), xf = randn(n * cols, 23);
+    std::vector<uint16_t> wh(wf.size());
+    for (size_t i = 0; i < wf.size(); ++i) wh[i] = bf16 ? f32_to_bf16(wf[i]) : f32_to_f16(wf[i]);
+    Dev<float> dx(xf), dy(n * rows);
+    Dev<uint16_t> dwh(wh), dxh(n * cols);
+    ASSERT_TRUE(cuda::to_half(dx.p, dxh.p, n * cols, bf16, nullptr).ok());
+    const std::vector<uint16_t> xh = dxh.get();
+    for (size_t i = 0; i < xf.size(); ++i) ASSERT_EQ(xh[i], bf16 ? f32_to_bf16(xf[i]) : f32_to_f16(xf[i])) << i;
+    ASSERT_TRUE(cuda::gemm_half(blas.value(), bf16, dwh.p, rows, cols, dxh.p, n, dy.p).ok());
+    const std::vector<float> y = dy.get();
+    auto val = [bf16](uint16_t v) { return bf16 ? bf16_to_f32(v) : f16_to_f32(v); };
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t r = 0; r < rows; ++r) {
+        double dot = 0, mag = 0;
+        for (int64_t c = 0; c < cols; ++c) {
+          const double p = static_cast<double>(val(wh[r * cols + c])) * val(xh[t * cols + c]);
+          dot += p;
+          mag += std::fabs(p);
+        }
+        ASSERT_NEAR(y[t * rows + r], dot, 1e-5 * mag + 1e-6) << (bf16 ? "bf16" : "f16") << " row " << r << " token " << t;
+      }
+    }
+  }
+  cuda::blas_destroy(blas.value());
+}
+
+// The small ops of the runner: residual add, row gather, and the store of new K / V rows
+// (rounded to F16) into their cache slots.
+TEST(CudaOps, AddGatherAndKvStore) {
+  REQUIRE_GPU();
+  const int64_t rows = 5, cols = 96;
+  const std::vector<float> x = randn(rows * cols, 31), r = randn(rows * cols, 32);
+  Dev<float> dx(x), dr(r);
+  ASSERT_TRUE(cuda::add(dx.p, dr.p, rows * cols, nullptr).ok());
+  std::vector<float> sum(x.size());
+  for (size_t i = 0; i < x.size(); ++i) sum[i] = x[i] + r[i];
+  EXPECT_EQ(dx.get(), sum);
+
+  const std::vector<int32_t> pick = {4, 0, 4};
+  Dev<int32_t> dp(pick);
+  Dev<float> dg(pick.size() * cols);
+  ASSERT_TRUE(cuda::gather_rows(dx.p, dp.p, 3, cols, dg.p, nullptr).ok());
+  const std::vector<float> g = dg.get();
+  for (size_t i = 0; i < pick.size(); ++i) {
+    EXPECT_TRUE(std::equal(g.begin() + i * cols, g.begin() + (i + 1) * cols, sum.begin() + pick[i] * cols)) << i;
+  }
+
+  const std::vector<int32_t> slots = {7, 2, 19, 0, 11};
+  Dev<int32_t> ds(slots);
+  Dev<uint16_t> kc(20 * cols), vc(20 * cols);
+  ASSERT_TRUE(cuda::kv_store(dr.p, dx.p, ds.p, rows, cols, kc.p, vc.p, nullptr).ok());
+  const std::vector<uint16_t> k = kc.get(), v = vc.get();
+  for (int64_t t = 0; t < rows; ++t) {
+    for (int64_t e = 0; e < cols; ++e) {
+      ASSERT_EQ(k[slots[t] * cols + e], f32_to_f16(r[t * cols + e])) << t;
+      ASSERT_EQ(v[slots[t] * cols + e], f32_to_f16(sum[t * cols + e])) << t;
+    }
+  }
+}
+
 TEST(CudaOps, PagedDecodeAttentionOverShuffledBlocks) {
   REQUIRE_GPU();
   const int n_heads = 8, n_kv = 2, bs = 16;

@@ -12,6 +12,7 @@
 #include <future>
 #include <random>
 
+#include "backend/backend.h"
 #include "engine/model_impl.h"
 #include "engine/session.h"
 #include "test_support.h"
@@ -232,6 +233,30 @@ TEST(Engine, CancellingQueuedPrefillingOrDecodingRequestsFreesEveryBlock) {
   EXPECT_EQ(st.kv_blocks_cached, 0);
   EXPECT_EQ(st.requests_running, 0);
   EXPECT_EQ(st.requests_waiting, 0);
+}
+
+// --gpu-layers: a split between GPU and CPU is refused (not built yet), a GPU asked for but not
+// usable is an error, and "all when usable" runs on the CPU where there is none.
+TEST(Engine, GpuLayersAreCheckedAndFallBackOnlyWhenNotAskedFor) {
+  REQUIRE_MODEL();
+  EngineOptions o;
+  o.threads = 2;
+  o.ctx = 256;
+  o.gpu_layers = 1;  // of 2
+  Result<std::unique_ptr<Engine>> split = Engine::create(shared_model(), o);
+  ASSERT_FALSE(split.ok());
+  EXPECT_NE(split.message().find("splitting the layers between the GPU and the CPU is not built yet"), std::string::npos)
+      << split.message();
+  o.gpu_layers = -2;
+  EXPECT_FALSE(Engine::create(shared_model(), o).ok());
+  o.gpu_layers = -1;
+  std::string why;
+  if (!cuda_devices(&why).empty()) GTEST_SKIP() << "a CUDA device is present: the GPU-less fallback is not run here";
+  ASSERT_NE(make(o), nullptr) << "all layers when usable: the CPU without a device";
+  o.gpu_layers = 99;
+  Result<std::unique_ptr<Engine>> gpu = Engine::create(shared_model(), o);
+  ASSERT_FALSE(gpu.ok()) << "a GPU asked for, none usable";
+  EXPECT_NE(gpu.message().find("--gpu-layers"), std::string::npos) << gpu.message();
 }
 
 TEST(Engine, RejectsAtSubmitWhatCanNeverRunOrDoesNotFitTheQueue) {

@@ -134,3 +134,43 @@ TEST(KvCache, Q8_0StoreReadsBackWithinHalfAStep) {
 
 }  // namespace
 }  // namespace ll3
+
+namespace ll3 {
+namespace {
+
+// The block versions a device mirror follows: every write here moves the version of the block
+// written (store, the copy's destination, a writable row), and reads move none.
+TEST(KvCache, BlockVersionsMoveOnEveryWriteAndOnlyThere) {
+  auto kv = make(DType::F16, 32);
+  ASSERT_TRUE(kv);
+  auto versions = [&] {
+    std::vector<uint64_t> v;
+    for (int32_t b = 0; b < 5; ++b) v.push_back(kv->version(b));
+    return v;
+  };
+  const std::vector<uint64_t> v0 = versions();
+  std::vector<float> k(64, 0.5f), v(64, -0.25f);
+  kv->store(1, 2, 3, k.data(), v.data());
+  std::vector<uint64_t> v1 = versions();
+  EXPECT_NE(v1[2], v0[2]);
+  for (int b : {0, 1, 3, 4}) EXPECT_EQ(v1[b], v0[b]) << b;
+
+  kv->copy_positions(2, 4, 8);
+  const std::vector<uint64_t> v2 = versions();
+  EXPECT_NE(v2[4], v1[4]) << "the destination changed";
+  EXPECT_EQ(v2[2], v1[2]) << "the source was only read";
+
+  const KvCache& ckv = *kv;
+  (void)ckv.k_row(0, 1, 0);
+  (void)ckv.v_row(0, 3, 0);
+  EXPECT_EQ(versions(), v2) << "reading through the const rows changes nothing";
+  (void)kv->k_row(0, 0, 5);
+  (void)kv->v_row(2, 3, 1);
+  const std::vector<uint64_t> v3 = versions();
+  EXPECT_NE(v3[0], v2[0]);
+  EXPECT_NE(v3[3], v2[3]);
+  EXPECT_EQ(v3[1], v2[1]);
+}
+
+}  // namespace
+}  // namespace ll3

@@ -1,8 +1,8 @@
 // The CUDA ops: host functions that launch one kernel each on a stream, over device pointers.
 // Each returns the launch's status (a bad configuration or a sticky device error becomes a
 // message, never an abort). Shapes are row-major, as the CPU kernels take them; every op has
-// a test against the CPU reference (tests/cuda). The GPU forward pass that strings them
-// together is not built yet.
+// a test against the CPU reference (tests/cuda). backend/cuda/cuda_runner.cpp strings them
+// together into the forward pass.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -36,6 +36,30 @@ inline constexpr int kMaxGemvBatch = 8;
 bool gemv_supported(DType type);
 Status gemv(DType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
             cudaStream_t s);
+
+// out (rows, cols) F16 = the weights W (rows, cols) of `type` (F32, BF16, Q8_0, Q4_K), each
+// element dequantized as the GEMV does, then rounded to F16: the prompt GEMM's weights.
+Status dequant_f16(DType type, const void* w, int64_t rows, int64_t cols, uint16_t* out, cudaStream_t s);
+
+// cuBLAS on one stream, with a workspace allocated once (nothing is allocated per call).
+struct Blas;
+Result<Blas*> blas_create(cudaStream_t s);
+void blas_destroy(Blas* b);
+// y (n, rows) F32 = x (n, cols) . W^T for W (rows, cols), both F16 (or both BF16), on the
+// tensor cores with F32 accumulation: the prompt path (more rows than kMaxGemvBatch).
+Status gemm_half(Blas* b, bool bf16, const uint16_t* w, int64_t rows, int64_t cols, const uint16_t* x, int64_t n,
+                 float* y);
+
+// x += r over n floats.
+Status add(float* x, const float* r, int64_t n, cudaStream_t s);
+// out (n_rows, cols) = rows rows[i] of x (., cols).
+Status gather_rows(const float* x, const int32_t* rows, int64_t n_rows, int64_t cols, float* out, cudaStream_t s);
+// out = x rounded to F16 (or BF16), n elements, round to nearest even.
+Status to_half(const float* x, uint16_t* out, int64_t n, bool bf16, cudaStream_t s);
+// Row r of k and of v (rows, row_elems) F32, rounded to F16, into cache slot slots[r] (block *
+// block_size + position in the block) of one layer's caches [slot][row_elems].
+Status kv_store(const float* k, const float* v, const int32_t* slots, int64_t rows, int64_t row_elems, uint16_t* k_cache,
+                uint16_t* v_cache, cudaStream_t s);
 
 // Decode attention over a paged F16 cache: one query token per sequence. q (n_seqs, n_heads,
 // head_dim); k_cache / v_cache [n_blocks][block_size][n_kv_heads][head_dim] F16; block_tables

@@ -51,4 +51,9 @@ Status gemv_q4_k(const void* w, int64_t rows, int64_t cols, const float* x, floa
   return launch_gemv<Q4_KChunks>(w, static_cast<size_t>(cols / 256) * kQ4KBytes, rows, cols, x, y, batch, s);
 }
 
+Status dequant_f16_q4_k(const void* w, int64_t rows, int64_t cols, uint16_t* out, cudaStream_t s) {
+  if (cols % 256 != 0) return Status::errorf("cuda dequant: Q4_K rows of %lld are not whole super-blocks", static_cast<long long>(cols));
+  return launch_dequant_f16<Q4_KChunks>(w, static_cast<size_t>(cols / 256) * kQ4KBytes, rows, cols, out, s);
+}
+
 }  // namespace ll3::cuda

@@ -29,4 +29,8 @@ Status gemv_q8_0(const void* w, int64_t rows, int64_t cols, const float* x, floa
   return launch_gemv<Q8_0Chunks>(w, static_cast<size_t>(cols / 32) * kQ8Bytes, rows, cols, x, y, batch, s);
 }
 
+Status dequant_f16_q8_0(const void* w, int64_t rows, int64_t cols, uint16_t* out, cudaStream_t s) {
+  return launch_dequant_f16<Q8_0Chunks>(w, static_cast<size_t>(cols / 32) * kQ8Bytes, rows, cols, out, s);
+}
+
 }  // namespace ll3::cuda

@@ -1,0 +1,240 @@
+// ll3-cuda-runner-bench: the GPU forward pass (backend/gpu_runner.h) on a model of the
+// llama3.1-8b shape (32 layers, dim 4096, 32 heads over 8 KV heads, FFN 14336, vocabulary
+// 128256) with random weights, written here for each weight type and deleted after: pp512 (one
+// step of 512 tokens), tg128 (128 steps of one token after it), the weight bytes a decode step
+// streams per second against the card's copy bandwidth, and aggregate decode with 1, 8, 32 and
+// 128 sequences. scripts/gpu-check.sh prints its table.
+//
+//   ll3-cuda-runner-bench [DIR] [TYPES]   DIR for the model files (default /tmp), TYPES a
+//                                         comma-separated list (default f16,bf16,q8_0,q4_k)
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/gpu_runner.h"
+#include "io/gguf_writer.h"
+#include "kv/kv_cache.h"
+#include "model/llama_model.h"
+
+namespace {
+
+using namespace ll3;
+
+constexpr int64_t kDim = 4096, kLayers = 32, kHeads = 32, kKvHeads = 8, kFfn = 14336, kVocab = 128256;
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// Random bytes below 64 in every weight: a valid value of each type (F16 / BF16 exponents and
+// block scales stay small and finite), made on all cores.
+void fill_random(uint8_t* p, size_t n, uint32_t seed) {
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> ts;
+  for (unsigned t = 0; t < threads; ++t) {
+    ts.emplace_back([=] {
+      const size_t b = n * t / threads, e = n * (t + 1) / threads;
+      uint64_t x = 0x9E3779B97F4A7C15ull * (seed + 1) + t;
+      for (size_t i = b; i < e; ++i) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        p[i] = static_cast<uint8_t>(x & 0x3F);
+      }
+    });
+  }
+  for (std::thread& t : ts) t.join();
+}
+
+Status write_model(const std::string& path, DType type) {
+  GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  w.set_string("general.name", "llama3.1-8b-shape-random");
+  w.set_u32("llama.embedding_length", kDim);
+  w.set_u32("llama.block_count", kLayers);
+  w.set_u32("llama.attention.head_count", kHeads);
+  w.set_u32("llama.attention.head_count_kv", kKvHeads);
+  w.set_u32("llama.feed_forward_length", kFfn);
+  w.set_u32("llama.context_length", 8192);
+  w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  w.set_f32("llama.rope.freq_base", 500000.0f);
+  uint32_t seed = 0;
+  auto matrix = [&](const std::string& name, int64_t cols, int64_t rows, DType t) {
+    const size_t bytes = dtype_row_bytes(t, cols) * static_cast<size_t>(rows);
+    return w.add_tensor(name, t, {cols, rows}, [bytes, s = seed++](uint8_t* dst) { fill_random(dst, bytes, s); });
+  };
+  auto norm = [&](const std::string& name) {
+    return w.add_tensor(name, DType::F32, {kDim}, [](uint8_t* dst) {
+      std::vector<float> one(kDim, 1.0f);
+      std::copy(one.begin(), one.end(), reinterpret_cast<float*>(dst));
+    });
+  };
+  LL3_RETURN_IF_ERROR(matrix("token_embd.weight", kDim, kVocab, type));
+  LL3_RETURN_IF_ERROR(norm("output_norm.weight"));
+  LL3_RETURN_IF_ERROR(matrix("output.weight", kDim, kVocab, type));
+  for (int64_t l = 0; l < kLayers; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    LL3_RETURN_IF_ERROR(norm(b + "attn_norm.weight"));
+    LL3_RETURN_IF_ERROR(norm(b + "ffn_norm.weight"));
+    LL3_RETURN_IF_ERROR(matrix(b + "attn_q.weight", kDim, kHeads * 128, type));
+    LL3_RETURN_IF_ERROR(matrix(b + "attn_k.weight", kDim, kKvHeads * 128, type));
+    LL3_RETURN_IF_ERROR(matrix(b + "attn_v.weight", kDim, kKvHeads * 128, type));
+    LL3_RETURN_IF_ERROR(matrix(b + "attn_output.weight", kHeads * 128, kDim, type));
+    LL3_RETURN_IF_ERROR(matrix(b + "ffn_gate.weight", kDim, kFfn, type));
+    LL3_RETURN_IF_ERROR(matrix(b + "ffn_up.weight", kDim, kFfn, type));
+    LL3_RETURN_IF_ERROR(matrix(b + "ffn_down.weight", kFfn, kDim, type));
+  }
+  return w.write(path);
+}
+
+// Steps of `seqs` sequences (ids first.. first + seqs - 1, kSeqBlocks blocks each), n_new
+// tokens each at position n_past, logits of every sequence's last row; the seconds it took.
+constexpr int kSeqBlocks = 48;  // 768 positions: pp512 + tg128
+struct Stepper {
+  ModelRunner& r;
+  std::vector<float> logits;
+  std::vector<int32_t> tables;  // sequence s owns blocks kSeqBlocks s .. kSeqBlocks (s + 1) - 1
+  explicit Stepper(ModelRunner& runner) : r(runner), logits(static_cast<size_t>(128) * kVocab), tables(128 * kSeqBlocks) {
+    for (size_t i = 0; i < tables.size(); ++i) tables[i] = static_cast<int32_t>(i);
+  }
+  double step(int first, int seqs, int n_new, int n_past) {
+    std::vector<int32_t> tokens;
+    std::vector<SeqBatch> sb(static_cast<size_t>(seqs));
+    std::vector<int32_t> rows;
+    for (int s = 0; s < seqs; ++s) {
+      sb[s].n_past = n_past;
+      sb[s].token_begin = static_cast<int32_t>(tokens.size());
+      sb[s].n_tokens = n_new;
+      sb[s].block_table = std::span<const int32_t>(&tables[static_cast<size_t>(first + s) * kSeqBlocks], kSeqBlocks);
+      for (int i = 0; i < n_new; ++i) tokens.push_back((first + s) * 7919 % kVocab + i);
+      rows.push_back(static_cast<int32_t>(tokens.size()) - 1);
+    }
+    BatchPlan p;
+    p.tokens = tokens;
+    p.seqs = sb;
+    p.logit_rows = rows;
+    const double t0 = now();
+    Status st = r.forward(p, logits.data());
+    if (!st.ok()) {
+      std::fprintf(stderr, "ll3-cuda-runner-bench: %s\n", st.message().c_str());
+      std::exit(1);
+    }
+    return now() - t0;
+  }
+};
+
+double copy_bandwidth() {
+  const size_t bytes = size_t{2} << 30;
+  void *a = nullptr, *b = nullptr;
+  if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess) return 0;
+  cudaMemset(a, 1, bytes);
+  double best = 1e30;
+  for (int i = 0; i < 6; ++i) {
+    cudaDeviceSynchronize();
+    const double t0 = now();
+    cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
+    cudaDeviceSynchronize();
+    if (i > 0) best = std::min(best, now() - t0);
+  }
+  cudaFree(a);
+  cudaFree(b);
+  return 2.0 * bytes / best / 1e9;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string dir = argc > 1 ? argv[1] : "/tmp";
+  std::string list = argc > 2 ? argv[2] : "f16,bf16,q8_0,q4_k";
+  std::string why;
+  const auto devs = cuda_devices(&why);
+  if (devs.empty()) {
+    std::printf("ll3-cuda-runner-bench: no CUDA device (%s)\n", why.c_str());
+    return 1;
+  }
+  const double copy = copy_bandwidth();
+  std::vector<std::string> rows;
+  std::stringstream types(list);
+  for (std::string name; std::getline(types, name, ',');) {
+    DType type = DType::F16;
+    if (name == "bf16") type = DType::BF16;
+    else if (name == "q8_0") type = DType::Q8_0;
+    else if (name == "q4_k") type = DType::Q4_K;
+    else if (name != "f16") {
+      std::fprintf(stderr, "ll3-cuda-runner-bench: unknown type %s\n", name.c_str());
+      return 2;
+    }
+    const std::string path = dir + "/ll3-8b-" + name + ".gguf";
+    double t0 = now();
+    if (Status st = write_model(path, type); !st.ok()) {
+      std::fprintf(stderr, "ll3-cuda-runner-bench: %s\n", st.message().c_str());
+      return 1;
+    }
+    const double t_write = now() - t0;
+    LoadOptions lo;
+    lo.weights = WeightMemory::kMap;
+    lo.decode_panels = false;
+    Result<std::unique_ptr<LlamaModel>> m = LlamaModel::load(path, lo);
+    if (!m.ok()) {
+      std::fprintf(stderr, "ll3-cuda-runner-bench: %s\n", m.message().c_str());
+      return 1;
+    }
+    KvCacheConfig kc;
+    kc.n_layers = kLayers;
+    kc.n_kv_heads = kKvHeads;
+    kc.head_dim = 128;
+    kc.block_size = 16;
+    kc.n_blocks = 128 * kSeqBlocks;  // 128 sequences
+    kc.type = DType::F16;
+    Result<std::unique_ptr<KvCache>> kv = KvCache::create(kc);
+    if (!kv.ok()) {
+      std::fprintf(stderr, "ll3-cuda-runner-bench: %s\n", kv.message().c_str());
+      return 1;
+    }
+    GpuRunnerOptions go;
+    go.max_batch_tokens = 512;
+    t0 = now();
+    Result<std::unique_ptr<ModelRunner>> r = make_cuda_runner(**m, **kv, go);
+    if (!r.ok()) {
+      std::fprintf(stderr, "ll3-cuda-runner-bench: %s\n", r.message().c_str());
+      return 1;
+    }
+    const double t_upload = now() - t0;
+    Stepper s(**r);
+    s.step(0, 1, 512, 0);  // warm-up
+    std::vector<double> pp;
+    for (int i = 0; i < 3; ++i) pp.push_back(s.step(0, 1, 512, 0));
+    std::sort(pp.begin(), pp.end());
+    double tg = 0;
+    for (int i = 0; i < 128; ++i) tg += s.step(0, 1, 1, 512 + i);
+    const double gbs = static_cast<double>((*m)->bytes_per_token()) * 128 / tg / 1e9;
+    char row[512];
+    int len = std::snprintf(row, sizeof row, "| %s | %.0f | %.1f | %.0f | %.0f%% |", name.c_str(), 512 / pp[1], 128 / tg, gbs,
+                            copy > 0 ? 100 * gbs / copy : 0.0);
+    double agg[4] = {0, 0, 0, 0};
+    const int counts[4] = {1, 8, 32, 128};
+    for (int k = 0; k < 4; ++k) {
+      const int n = counts[k];
+      for (int first = 0; first < n; first += 32) s.step(first, std::min(32, n - first), 16, 0);  // 16-token prompts
+      double t = 0;
+      for (int i = 0; i < 16; ++i) t += s.step(0, n, 1, 16 + i);
+      agg[k] = n * 16 / t;
+      len += std::snprintf(row + len, sizeof row - len, " %.0f |", agg[k]);
+    }
+    std::snprintf(row + len, sizeof row - len, " %.1fx | %.0f s / %.0f s |", agg[3] / agg[0], t_write, t_upload);
+    rows.push_back(row);
+    std::fprintf(stderr, "ll3-cuda-runner-bench: %s done (%s)\n", name.c_str(), (*r)->where().c_str());
+    std::filesystem::remove(path);
+  }
+  std::printf("\nllama3.1-8b shape, random weights, %s; copy bandwidth %.0f GB/s (read + write)\n\n", devs[0].name.c_str(), copy);
+  std::printf("| weights | pp512 t/s | tg128 t/s | decode GB/s | %% of copy | 1 seq t/s | 8 | 32 | 128 | 128 / 1 | write / upload |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const std::string& r : rows) std::printf("%s\n", r.c_str());
+  return 0;
+}

@@ -1,0 +1,501 @@
+// The forward pass on a CUDA device (backend/gpu_runner.h), the CPU runner's steps
+// (model/llama_forward.cpp) op by op on one stream:
+//
+//   x = embedding(tokens)                                  on the host, one row per token
+//   per layer:  xb = rmsnorm(x)        q, k, v = Wq xb, Wk xb, Wv xb     RoPE(q), RoPE(k)
+//               cache[slot] = k, v     att = attention(q, cache)          x += Wo att
+//               xb = rmsnorm(x)        x += W_down (silu(W_gate xb) * W_up xb)
+//   logits = W_out rmsnorm(x[logit rows])
+//
+// A product of at most kMaxGemvBatch rows runs the GEMV kernels (float activations, the weights
+// dequantized in the kernel); a larger one runs on the tensor cores through cuBLAS (activations
+// rounded to F16 / BF16, F32 sums), the weights dequantized to F16 first unless stored so.
+//
+// The KV cache lives twice: the engine's host KvCache stays the one of record (prefix sharing,
+// copy on write and session files read and write it), and the device holds a mirror. Before a
+// step, blocks the host changed since the device last saw them (KvCache::version) are uploaded;
+// after it, the step's new K / V rows come back into the host cache.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/gpu_runner.h"
+#include "core/half.h"
+#include "kernels/cuda/cuda_ops.h"
+
+namespace ll3 {
+
+namespace {
+
+Status cuda_check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return Status();
+  cudaGetLastError();  // clear it, so that the next call does not report it again
+  return Status::errorf("cuda %s: %s", what, cudaGetErrorString(e));
+}
+
+// Every device and pinned host allocation of a runner, freed together.
+class Allocations {
+ public:
+  Allocations() = default;
+  Allocations(const Allocations&) = delete;
+  Allocations& operator=(const Allocations&) = delete;
+  ~Allocations() {
+    for (void* p : device_) cudaFree(p);
+    for (void* p : pinned_) cudaFreeHost(p);
+  }
+  template <class T>
+  Status device(T** p, size_t n, const char* what) {
+    void* v = nullptr;
+    const size_t bytes = std::max<size_t>(1, n) * sizeof(T);
+    if (cudaMalloc(&v, bytes) != cudaSuccess) {
+      cudaGetLastError();
+      return Status::errorf("cuda: out of device memory for %s (%.1f MiB)", what, bytes / 1048576.0);
+    }
+    device_.push_back(v);
+    *p = static_cast<T*>(v);
+    return Status();
+  }
+  template <class T>
+  Status pinned(T** p, size_t n, const char* what) {
+    void* v = nullptr;
+    const size_t bytes = std::max<size_t>(1, n) * sizeof(T);
+    if (cudaMallocHost(&v, bytes) != cudaSuccess) {
+      cudaGetLastError();
+      return Status::errorf("cuda: cannot pin %.1f MiB of host memory for %s", bytes / 1048576.0, what);
+    }
+    pinned_.push_back(v);
+    *p = static_cast<T*>(v);
+    return Status();
+  }
+
+ private:
+  std::vector<void*> device_, pinned_;
+};
+
+// A weight matrix on the device, row-major in `type`'s own layout.
+struct DevMatrix {
+  DType type = DType::F16;
+  int64_t rows = 0, cols = 0;
+  const void* w = nullptr;
+};
+
+struct DevLayer {
+  float* attn_norm = nullptr;
+  float* ffn_norm = nullptr;
+  DevMatrix wq, wk, wv, wo, gate, up, down;
+  uint16_t* k = nullptr;  // [n_blocks][block_size][n_kv_heads][head_dim] F16
+  uint16_t* v = nullptr;
+};
+
+// Quantized products of up to this many rows take GEMV passes of kMaxGemvBatch rows: cheaper
+// than dequantizing the whole matrix for the tensor cores.
+constexpr int64_t kMaxGemvPassRows = 3 * cuda::kMaxGemvBatch;
+
+class CudaRunner final : public ModelRunner {
+ public:
+  CudaRunner(const LlamaModel& m, KvCache& kv) : m_(m), c_(m.config), kv_(kv) {}
+  ~CudaRunner() override {
+    if (blas_ != nullptr) cuda::blas_destroy(blas_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  Status init(const GpuRunnerOptions& o);
+  int64_t max_batch_tokens() const override { return max_tokens_; }
+  Status forward(const BatchPlan& plan, float* logits) override;
+  std::string where() const override { return where_; }
+
+ private:
+  Status upload_norm(const std::vector<float>& w, float** d);
+  Status upload_matrix(const WeightMatrix& W, DevMatrix* d);
+  Status sync_blocks(const BatchPlan& plan);
+  Status matmul(const DevMatrix& M, const float* x, int64_t n, float* y);
+  Status step(const BatchPlan& plan, float* logits);
+  Status layer(int64_t l, int64_t T, int64_t width);
+  Status download_kv(const BatchPlan& plan, int64_t T);
+
+  const LlamaModel& m_;
+  const LlamaConfig& c_;
+  KvCache& kv_;
+  Allocations mem_;
+  cudaStream_t stream_ = nullptr;
+  cuda::Blas* blas_ = nullptr;
+  std::string where_;
+  int64_t max_tokens_ = 0, q_dim_ = 0, kv_dim_ = 0, max_cols_ = 0, table_cap_ = 0;
+  size_t wh_elems_ = 0;  // the capacity of wh_
+  std::set<std::string> converted_;  // weight types dequantized to F16 at load
+
+  std::vector<DevLayer> layers_;
+  DevMatrix output_;
+  float* output_norm_ = nullptr;
+  float* rope_factors_ = nullptr;
+  std::vector<uint64_t> synced_;  // per KV block: the host version the device copy holds
+
+  // Device scratch, T = max_tokens_.
+  float *x_ = nullptr, *xb_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *att_ = nullptr;
+  float *proj_ = nullptr, *gate_ = nullptr, *up_ = nullptr, *logits_ = nullptr;
+  uint16_t* xh_ = nullptr;     // (T, max cols) activations rounded for the tensor cores
+  uint16_t* wh_ = nullptr;     // (largest quantized layer matrix) its F16 dequantization
+  uint16_t* kv_new_ = nullptr; // (2, n_layers, T, kv_dim) F16: this step's K and V rows
+  int32_t* meta_ = nullptr;    // positions, slots, attended lengths, logit rows, block tables
+  // Pinned host staging for the same.
+  float* h_x_ = nullptr;
+  float* h_logits_ = nullptr;
+  uint16_t* h_kv_new_ = nullptr;
+  int32_t* h_meta_ = nullptr;
+  std::vector<uint8_t> row_buf_;  // an embedding row unpacked from its panel
+};
+
+Status CudaRunner::init(const GpuRunnerOptions& o) {
+  const KvCacheConfig& kc = kv_.config();
+  if (kc.type != DType::F16) {
+    return Status::errorf("the CUDA backend keeps an F16 KV cache, not %s (use --kv-type f16)",
+                          std::string(dtype_name(kc.type)).c_str());
+  }
+  if (c_.head_dim % 32 != 0 || c_.head_dim > 256) {
+    return Status::errorf("the CUDA attention kernel takes head sizes that are multiples of 32 up to 256, not %lld",
+                          static_cast<long long>(c_.head_dim));
+  }
+  if (c_.dim % 32 != 0 || c_.ffn_dim % 32 != 0) return Status::error("the CUDA kernels need widths that are multiples of 32");
+  std::string why;
+  const std::vector<CudaDeviceInfo> devs = cuda_devices(&why);
+  if (devs.empty()) return Status::error("no CUDA device: " + why);
+  if (o.device < 0 || o.device >= static_cast<int>(devs.size())) return Status::errorf("no CUDA device %d", o.device);
+  LL3_RETURN_IF_ERROR(cuda_check(cudaSetDevice(o.device), "set device"));
+  LL3_RETURN_IF_ERROR(cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream"));
+  Result<cuda::Blas*> blas = cuda::blas_create(stream_);
+  if (!blas.ok()) return blas.status();
+  blas_ = blas.value();
+
+  max_tokens_ = std::max<int64_t>(1, o.max_batch_tokens);
+  q_dim_ = c_.n_heads * c_.head_dim;
+  kv_dim_ = c_.n_kv_heads * c_.head_dim;
+  max_cols_ = std::max({c_.dim, c_.ffn_dim, q_dim_});
+  const int64_t T = max_tokens_;
+  const int64_t positions = std::min<int64_t>(c_.context_length, kv_.capacity_tokens());
+  table_cap_ = std::min<int64_t>(kc.n_blocks, (positions + kc.block_size - 1) / kc.block_size + 1);
+
+  // Weights.
+  layers_.resize(static_cast<size_t>(c_.n_layers));
+  for (int64_t l = 0; l < c_.n_layers; ++l) {
+    const LlamaLayer& L = m_.layers[l];
+    DevLayer& D = layers_[l];
+    LL3_RETURN_IF_ERROR(upload_norm(L.attn_norm, &D.attn_norm));
+    LL3_RETURN_IF_ERROR(upload_norm(L.ffn_norm, &D.ffn_norm));
+    const std::pair<const WeightMatrix*, DevMatrix*> mats[] = {{&L.wq, &D.wq},     {&L.wk, &D.wk},     {&L.wv, &D.wv},
+                                                               {&L.wo, &D.wo},     {&L.w_gate, &D.gate}, {&L.w_up, &D.up},
+                                                               {&L.w_down, &D.down}};
+    for (const auto& [W, d] : mats) {
+      LL3_RETURN_IF_ERROR(upload_matrix(*W, d));
+      if (d->type != DType::F16 && d->type != DType::BF16) wh_elems_ = std::max(wh_elems_, static_cast<size_t>(d->rows * d->cols));
+    }
+  }
+  LL3_RETURN_IF_ERROR(upload_matrix(m_.output, &output_));
+  LL3_RETURN_IF_ERROR(upload_norm(m_.output_norm, &output_norm_));
+  LL3_RETURN_IF_ERROR(upload_norm(m_.rope_factors, &rope_factors_));
+  if (!converted_.empty()) {
+    std::string types;
+    for (const std::string& t : converted_) types += (types.empty() ? "" : ", ") + t;
+    std::fprintf(stderr, "ll3: the CUDA kernels do not read %s weights yet: dequantized to F16 on the device\n",
+                 types.c_str());
+  }
+
+  // The KV mirror, every block of every layer.
+  const size_t kv_elems = static_cast<size_t>(kc.n_blocks * kc.block_size * kv_dim_);
+  for (DevLayer& D : layers_) {
+    LL3_RETURN_IF_ERROR(mem_.device(&D.k, kv_elems, "the KV cache"));
+    LL3_RETURN_IF_ERROR(mem_.device(&D.v, kv_elems, "the KV cache"));
+  }
+  synced_.assign(static_cast<size_t>(kc.n_blocks), ~uint64_t{0});  // nothing synced yet
+
+  // Scratch.
+  LL3_RETURN_IF_ERROR(mem_.device(&x_, T * c_.dim, "activations"));
+  LL3_RETURN_IF_ERROR(mem_.device(&xb_, T * c_.dim, "activations"));
+  LL3_RETURN_IF_ERROR(mem_.device(&q_, T * q_dim_, "activations"));
+  LL3_RETURN_IF_ERROR(mem_.device(&k_, T * kv_dim_, "activations"));
+  LL3_RETURN_IF_ERROR(mem_.device(&v_, T * kv_dim_, "activations"));
+  LL3_RETURN_IF_ERROR(mem_.device(&att_, T * q_dim_, "activations"));
+  LL3_RETURN_IF_ERROR(mem_.device(&proj_, T * c_.dim, "activations"));
+  LL3_RETURN_IF_ERROR(mem_.device(&gate_, T * c_.ffn_dim, "activations"));
+  LL3_RETURN_IF_ERROR(mem_.device(&up_, T * c_.ffn_dim, "activations"));
+  LL3_RETURN_IF_ERROR(mem_.device(&logits_, T * c_.n_vocab, "logits"));
+  LL3_RETURN_IF_ERROR(mem_.device(&xh_, T * max_cols_, "activations"));
+  if (T > kMaxGemvPassRows && wh_elems_ > 0) {
+    LL3_RETURN_IF_ERROR(mem_.device(&wh_, wh_elems_, "dequantized weights"));
+  } else {
+    wh_elems_ = 0;
+  }
+  const size_t kv_new = static_cast<size_t>(2 * c_.n_layers * T * kv_dim_);
+  LL3_RETURN_IF_ERROR(mem_.device(&kv_new_, kv_new, "new KV rows"));
+  const size_t meta = static_cast<size_t>(4 * T + T * table_cap_);
+  LL3_RETURN_IF_ERROR(mem_.device(&meta_, meta, "step metadata"));
+  LL3_RETURN_IF_ERROR(mem_.pinned(&h_x_, T * c_.dim, "embeddings"));
+  LL3_RETURN_IF_ERROR(mem_.pinned(&h_logits_, T * c_.n_vocab, "logits"));
+  LL3_RETURN_IF_ERROR(mem_.pinned(&h_kv_new_, kv_new, "new KV rows"));
+  LL3_RETURN_IF_ERROR(mem_.pinned(&h_meta_, meta, "step metadata"));
+  row_buf_.resize(m_.max_row_bytes());
+  LL3_RETURN_IF_ERROR(cuda_check(cudaStreamSynchronize(stream_), "upload"));
+
+  const CudaDeviceInfo& d = devs[static_cast<size_t>(o.device)];
+  where_ = "cuda:" + std::to_string(o.device) + " " + d.name + ", " + std::to_string(c_.n_layers) + " of " +
+           std::to_string(c_.n_layers) + " layers";
+  return Status();
+}
+
+Status CudaRunner::upload_norm(const std::vector<float>& w, float** d) {
+  LL3_RETURN_IF_ERROR(mem_.device(d, w.size(), "a norm weight"));
+  return cuda_check(cudaMemcpy(*d, w.data(), w.size() * sizeof(float), cudaMemcpyHostToDevice), "upload");
+}
+
+Status CudaRunner::upload_matrix(const WeightMatrix& W, DevMatrix* d) {
+  d->rows = W.rows;
+  d->cols = W.cols;
+  const bool as_stored = cuda::gemv_supported(W.type) && W.cols % 32 == 0 && (W.type != DType::Q4_K || W.cols % 256 == 0);
+  d->type = as_stored ? W.type : DType::F16;
+  if (!as_stored) converted_.insert(std::string(dtype_name(W.type)));
+  const size_t row_bytes = dtype_row_bytes(d->type, W.cols);
+  uint8_t* dev = nullptr;
+  LL3_RETURN_IF_ERROR(mem_.device(&dev, row_bytes * static_cast<size_t>(W.rows), W.name.c_str()));
+  d->w = dev;
+  // In chunks of whole panels, through host memory: rows unpacked from the decode panels, or
+  // dequantized to F16.
+  constexpr int64_t kChunk = 256;
+  std::vector<uint8_t> unpacked(W.row_bytes * kChunk), half(as_stored ? 0 : row_bytes * kChunk);
+  std::vector<float> f(as_stored ? 0 : static_cast<size_t>(W.cols));
+  for (int64_t r0 = 0; r0 < W.rows; r0 += kChunk) {
+    const int64_t nr = std::min(kChunk, W.rows - r0);
+    const uint8_t* src = W.rows_in(r0, nr, unpacked.data());
+    if (!as_stored) {
+      auto* h = reinterpret_cast<uint16_t*>(half.data());
+      for (int64_t r = 0; r < nr; ++r) {
+        W.traits->to_float(src + r * W.row_bytes, f.data(), W.cols);
+        for (int64_t c = 0; c < W.cols; ++c) h[r * W.cols + c] = f32_to_f16(f[static_cast<size_t>(c)]);
+      }
+      src = half.data();
+    }
+    LL3_RETURN_IF_ERROR(cuda_check(
+        cudaMemcpy(dev + static_cast<size_t>(r0) * row_bytes, src, static_cast<size_t>(nr) * row_bytes, cudaMemcpyHostToDevice),
+        "upload"));
+  }
+  return Status();
+}
+
+// Blocks holding positions the step reads but did not write itself: the host copy is the one
+// of record, so any block it changed since the last sync is uploaded, all layers.
+Status CudaRunner::sync_blocks(const BatchPlan& plan) {
+  const KvCache& kv = kv_;
+  const int64_t bs = kv.config().block_size;
+  const size_t block_bytes = static_cast<size_t>(bs) * kv.row_bytes();
+  for (const SeqBatch& s : plan.seqs) {
+    const int64_t used = (static_cast<int64_t>(s.n_past) + bs - 1) / bs;
+    for (int64_t i = 0; i < used; ++i) {
+      const int32_t b = s.block_table[static_cast<size_t>(i)];
+      if (synced_[static_cast<size_t>(b)] == kv.version(b)) continue;
+      for (int64_t l = 0; l < c_.n_layers; ++l) {
+        const size_t off = static_cast<size_t>(b) * bs * kv_dim_;
+        LL3_RETURN_IF_ERROR(cuda_check(cudaMemcpyAsync(layers_[l].k + off, kv.k_row(l, b, 0), block_bytes,
+                                                       cudaMemcpyHostToDevice, stream_),
+                                       "KV upload"));
+        LL3_RETURN_IF_ERROR(cuda_check(cudaMemcpyAsync(layers_[l].v + off, kv.v_row(l, b, 0), block_bytes,
+                                                       cudaMemcpyHostToDevice, stream_),
+                                       "KV upload"));
+      }
+      synced_[static_cast<size_t>(b)] = kv.version(b);
+    }
+  }
+  return Status();
+}
+
+// y (n, rows) = x (n, cols) . M^T.
+Status CudaRunner::matmul(const DevMatrix& M, const float* x, int64_t n, float* y) {
+  const bool half = M.type == DType::F16 || M.type == DType::BF16;
+  const bool gemv = n <= cuda::kMaxGemvBatch || (!half && (n <= kMaxGemvPassRows || wh_ == nullptr ||
+                                                            static_cast<size_t>(M.rows * M.cols) > wh_elems_));
+  if (gemv) {
+    for (int64_t r = 0; r < n; r += cuda::kMaxGemvBatch) {
+      const int b = static_cast<int>(std::min<int64_t>(cuda::kMaxGemvBatch, n - r));
+      LL3_RETURN_IF_ERROR(cuda::gemv(M.type, M.w, M.rows, M.cols, x + r * M.cols, y + r * M.rows, b, stream_));
+    }
+    return Status();
+  }
+  const bool bf16 = M.type == DType::BF16;
+  const uint16_t* w = static_cast<const uint16_t*>(M.w);
+  if (!half) {
+    LL3_RETURN_IF_ERROR(cuda::dequant_f16(M.type, M.w, M.rows, M.cols, wh_, stream_));
+    w = wh_;
+  }
+  LL3_RETURN_IF_ERROR(cuda::to_half(x, xh_, n * M.cols, bf16, stream_));
+  return cuda::gemm_half(blas_, bf16, w, M.rows, M.cols, xh_, n, y);
+}
+
+// One layer over the step's T rows (meta_ as forward() laid it out, block tables `width` wide).
+// On entry x_ holds the residual stream, and proj_ the previous layer's FFN output not yet added.
+Status CudaRunner::layer(int64_t l, int64_t T, int64_t width) {
+  const DevLayer& D = layers_[static_cast<size_t>(l)];
+  const int64_t dim = c_.dim, hd = c_.head_dim;
+  const float eps = c_.norm_eps;
+  const int32_t* pos = meta_;
+  const int32_t* slots = meta_ + T;
+  const int32_t* lens = meta_ + 2 * T;
+  const int32_t* tables = meta_ + 4 * T;
+
+  // Attention block: x += Wo . attention(RoPE(Wq xb), RoPE(Wk xb), Wv xb), xb = rmsnorm(x).
+  if (l == 0) {
+    LL3_RETURN_IF_ERROR(cuda::rmsnorm(x_, D.attn_norm, xb_, T, dim, eps, stream_));
+  } else {
+    LL3_RETURN_IF_ERROR(cuda::add_rmsnorm(x_, proj_, D.attn_norm, xb_, T, dim, eps, stream_));
+  }
+  LL3_RETURN_IF_ERROR(matmul(D.wq, xb_, T, q_));
+  LL3_RETURN_IF_ERROR(matmul(D.wk, xb_, T, k_));
+  LL3_RETURN_IF_ERROR(matmul(D.wv, xb_, T, v_));
+  const float theta_scale = std::pow(c_.rope_theta, -2.0f / static_cast<float>(hd));
+  LL3_RETURN_IF_ERROR(cuda::rope(q_, pos, T, static_cast<int>(c_.n_heads), static_cast<int>(hd), theta_scale,
+                                 rope_factors_, c_.rope_half_pairs, stream_));
+  LL3_RETURN_IF_ERROR(cuda::rope(k_, pos, T, static_cast<int>(c_.n_kv_heads), static_cast<int>(hd), theta_scale,
+                                 rope_factors_, c_.rope_half_pairs, stream_));
+  LL3_RETURN_IF_ERROR(cuda::kv_store(k_, v_, slots, T, kv_dim_, D.k, D.v, stream_));
+  // The same F16 rows, compact, for the host cache (the same rounding as kv_store's).
+  uint16_t* k_new = kv_new_ + static_cast<size_t>(l * T * kv_dim_);
+  uint16_t* v_new = kv_new_ + static_cast<size_t>((c_.n_layers + l) * T * kv_dim_);
+  LL3_RETURN_IF_ERROR(cuda::to_half(k_, k_new, T * kv_dim_, false, stream_));
+  LL3_RETURN_IF_ERROR(cuda::to_half(v_, v_new, T * kv_dim_, false, stream_));
+  cuda::PagedKv kv;
+  kv.k = D.k;
+  kv.v = D.v;
+  kv.block_tables = tables;
+  kv.seq_lens = lens;
+  kv.max_blocks = static_cast<int>(width);
+  kv.block_size = static_cast<int>(kv_.config().block_size);
+  kv.n_kv_heads = static_cast<int>(c_.n_kv_heads);
+  // Every batch row is a query of its own, attending to positions 0 .. its own (causal).
+  LL3_RETURN_IF_ERROR(cuda::attention_decode(q_, kv, static_cast<int>(T), static_cast<int>(c_.n_heads),
+                                             static_cast<int>(hd), 1.0f / std::sqrt(static_cast<float>(hd)), att_,
+                                             stream_));
+  LL3_RETURN_IF_ERROR(matmul(D.wo, att_, T, proj_));
+
+  // Feed-forward block: x += W_down . (silu(W_gate xb) * W_up xb), xb = rmsnorm(x).
+  LL3_RETURN_IF_ERROR(cuda::add_rmsnorm(x_, proj_, D.ffn_norm, xb_, T, dim, eps, stream_));
+  LL3_RETURN_IF_ERROR(matmul(D.gate, xb_, T, gate_));
+  LL3_RETURN_IF_ERROR(matmul(D.up, xb_, T, up_));
+  LL3_RETURN_IF_ERROR(cuda::swiglu(gate_, up_, T * c_.ffn_dim, stream_));
+  return matmul(D.down, gate_, T, proj_);
+}
+
+Status CudaRunner::forward(const BatchPlan& plan, float* logits) {
+  Status st = step(plan, logits);
+  // A step that failed part way may have copies in flight from the pinned buffers the next
+  // step refills: wait for them.
+  if (!st.ok()) cudaStreamSynchronize(stream_);
+  return st;
+}
+
+Status CudaRunner::step(const BatchPlan& plan, float* logits) {
+  const KvCacheConfig& kc = kv_.config();
+  LL3_RETURN_IF_ERROR(validate_plan(plan, max_tokens_, c_.n_vocab, kc.block_size, kc.n_blocks));
+  const int64_t T = static_cast<int64_t>(plan.tokens.size());
+  const int64_t n_out = static_cast<int64_t>(plan.logit_rows.size());
+  const int64_t dim = c_.dim, bs = kc.block_size;
+  if (n_out > T) return Status::errorf("forward: %lld logit rows for %lld tokens", static_cast<long long>(n_out), static_cast<long long>(T));
+  int64_t width = 1;
+  for (const SeqBatch& s : plan.seqs) width = std::max<int64_t>(width, static_cast<int64_t>(s.block_table.size()));
+  if (width > table_cap_) {
+    return Status::errorf("forward: a block table of %lld blocks is longer than the %lld the CUDA runner holds",
+                          static_cast<long long>(width), static_cast<long long>(table_cap_));
+  }
+
+  // The step's metadata, laid out as layer() reads it: positions, cache slots, attended
+  // lengths (T each), logit rows (T), then one block table of `width` per batch row.
+  int32_t* pos = h_meta_;
+  int32_t* slots = h_meta_ + T;
+  int32_t* lens = h_meta_ + 2 * T;
+  int32_t* rows = h_meta_ + 3 * T;
+  int32_t* tables = h_meta_ + 4 * T;
+  for (const SeqBatch& s : plan.seqs) {
+    for (int32_t i = 0; i < s.n_tokens; ++i) {
+      const int64_t r = s.token_begin + i, p = static_cast<int64_t>(s.n_past) + i;
+      pos[r] = static_cast<int32_t>(p);
+      slots[r] = static_cast<int32_t>(s.block_table[static_cast<size_t>(p / bs)] * bs + p % bs);
+      lens[r] = static_cast<int32_t>(p + 1);
+      int32_t* t = tables + r * width;
+      std::fill(std::copy(s.block_table.begin(), s.block_table.end(), t), t + width, 0);
+    }
+  }
+  std::copy(plan.logit_rows.begin(), plan.logit_rows.end(), rows);
+  // x = embedding(tokens), on the host (a row of any type), then uploaded.
+  for (int64_t t = 0; t < T; ++t) {
+    const WeightMatrix& E = m_.tok_embd;
+    E.traits->to_float(E.row_in(plan.tokens[static_cast<size_t>(t)], row_buf_.data()), h_x_ + t * dim, dim);
+  }
+  LL3_RETURN_IF_ERROR(sync_blocks(plan));
+  LL3_RETURN_IF_ERROR(cuda_check(cudaMemcpyAsync(x_, h_x_, static_cast<size_t>(T * dim) * sizeof(float),
+                                                 cudaMemcpyHostToDevice, stream_),
+                                 "upload"));
+  LL3_RETURN_IF_ERROR(cuda_check(cudaMemcpyAsync(meta_, h_meta_, static_cast<size_t>(4 * T + T * width) * sizeof(int32_t),
+                                                 cudaMemcpyHostToDevice, stream_),
+                                 "upload"));
+
+  for (int64_t l = 0; l < c_.n_layers; ++l) LL3_RETURN_IF_ERROR(layer(l, T, width));
+  LL3_RETURN_IF_ERROR(cuda::add(x_, proj_, T * dim, stream_));
+
+  // logits = W_out . rmsnorm(x), for the rows asked for.
+  if (n_out > 0) {
+    LL3_RETURN_IF_ERROR(cuda::gather_rows(x_, meta_ + 3 * T, n_out, dim, xb_, stream_));
+    LL3_RETURN_IF_ERROR(cuda::rmsnorm(xb_, output_norm_, att_, n_out, dim, c_.norm_eps, stream_));
+    LL3_RETURN_IF_ERROR(matmul(output_, att_, n_out, logits_));
+    LL3_RETURN_IF_ERROR(cuda_check(cudaMemcpyAsync(h_logits_, logits_, static_cast<size_t>(n_out * c_.n_vocab) * sizeof(float),
+                                                   cudaMemcpyDeviceToHost, stream_),
+                                   "download"));
+  }
+  const size_t kv_new = static_cast<size_t>(2 * c_.n_layers * T * kv_dim_);
+  LL3_RETURN_IF_ERROR(cuda_check(cudaMemcpyAsync(h_kv_new_, kv_new_, kv_new * sizeof(uint16_t), cudaMemcpyDeviceToHost, stream_),
+                                 "download"));
+  LL3_RETURN_IF_ERROR(cuda_check(cudaStreamSynchronize(stream_), "forward"));
+  std::memcpy(logits, h_logits_, static_cast<size_t>(n_out * c_.n_vocab) * sizeof(float));
+  return download_kv(plan, T);
+}
+
+// The step's K / V rows (in h_kv_new_) into the host cache; the blocks they went to are then
+// in sync (the device wrote the same rows itself).
+Status CudaRunner::download_kv(const BatchPlan& plan, int64_t T) {
+  const int64_t bs = kv_.config().block_size;
+  const size_t rb = kv_.row_bytes();
+  for (int64_t l = 0; l < c_.n_layers; ++l) {
+    const uint16_t* k_new = h_kv_new_ + static_cast<size_t>(l * T * kv_dim_);
+    const uint16_t* v_new = h_kv_new_ + static_cast<size_t>((c_.n_layers + l) * T * kv_dim_);
+    for (const SeqBatch& s : plan.seqs) {
+      for (int32_t i = 0; i < s.n_tokens; ++i) {
+        const int64_t r = s.token_begin + i, p = static_cast<int64_t>(s.n_past) + i;
+        const int32_t b = s.block_table[static_cast<size_t>(p / bs)];
+        std::memcpy(kv_.k_row(l, b, p % bs), k_new + r * kv_dim_, rb);
+        std::memcpy(kv_.v_row(l, b, p % bs), v_new + r * kv_dim_, rb);
+      }
+    }
+  }
+  // Those blocks now hold the same rows on both sides: their older positions were uploaded by
+  // sync_blocks (or are not written yet on either side).
+  for (const SeqBatch& s : plan.seqs) {
+    const int64_t first = s.n_past / bs, last = (static_cast<int64_t>(s.n_past) + s.n_tokens - 1) / bs;
+    for (int64_t i = first; i <= last; ++i) {
+      const int32_t b = s.block_table[static_cast<size_t>(i)];
+      synced_[static_cast<size_t>(b)] = kv_.version(b);
+    }
+  }
+  return Status();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ModelRunner>> make_cuda_runner(const LlamaModel& model, KvCache& kv, const GpuRunnerOptions& options) {
+  auto r = std::make_unique<CudaRunner>(model, kv);
+  Status st = r->init(options);
+  if (!st.ok()) return st;
+  return std::unique_ptr<ModelRunner>(std::move(r));
+}
+
+}  // namespace ll3

@@ -1,0 +1,10 @@
+// The CUDA runner of a build without CUDA.
+#include "backend/gpu_runner.h"
+
+namespace ll3 {
+
+Result<std::unique_ptr<ModelRunner>> make_cuda_runner(const LlamaModel&, KvCache&, const GpuRunnerOptions&) {
+  return Status::error("this ll3 was built without CUDA");
+}
+
+}  // namespace ll3

@@ -1,0 +1,261 @@
+// The forward pass on the GPU (backend/gpu_runner.h) against the CPU runner with float
+// activations, on small random models of every weight type the runner takes; batched steps
+// equal to solo ones; the device's KV mirror following the host cache (copy on write) and
+// filling it. Without a CUDA device every test skips and says why (the runner still compiles).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/gpu_runner.h"
+#include "core/half.h"
+#include "core/thread_pool.h"
+#include "io/gguf_writer.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/type_traits.h"
+#include "kv/kv_cache.h"
+#include "model/llama_forward.h"
+#include "model/llama_model.h"
+
+namespace ll3 {
+namespace {
+
+#define REQUIRE_GPU()                                                                                  \
+  do {                                                                                                 \
+    std::string why;                                                                                   \
+    if (cuda_devices(&why).empty()) GTEST_SKIP() << "no CUDA device (" << why << "): not run on this machine"; \
+  } while (0)
+
+constexpr int64_t kDim = 256, kLayers = 2, kHeads = 8, kKvHeads = 2, kFfn = 512, kVocab = 512, kBlock = 16;
+
+// A 2-layer LLaMA with random weights, its matrices of `type` (norms and the embedding F32).
+std::string write_model(DType type) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("ll3-cuda-runner-" + std::string(dtype_name(type)) + ".gguf")).string();
+  GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  w.set_u32("llama.embedding_length", kDim);
+  w.set_u32("llama.block_count", kLayers);
+  w.set_u32("llama.attention.head_count", kHeads);
+  w.set_u32("llama.attention.head_count_kv", kKvHeads);
+  w.set_u32("llama.feed_forward_length", kFfn);
+  w.set_u32("llama.context_length", 1024);
+  w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  w.set_f32("llama.rope.freq_base", 500000.0f);
+  static std::vector<std::vector<uint8_t>> keep;  // must outlive write()
+  keep.clear();
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  auto add = [&](const std::string& name, std::vector<int64_t> ne, DType t, float scale, float offset) {
+    const int64_t n = ne.size() == 1 ? ne[0] : ne[0] * ne[1];
+    std::vector<float> f(static_cast<size_t>(n));
+    for (float& x : f) x = offset + scale * nd(rng);
+    keep.emplace_back(dtype_row_bytes(t, n));
+    type_traits(t)->from_float(f.data(), keep.back().data(), n);
+    EXPECT_TRUE(w.add_tensor(name, t, ne, keep.back().data()).ok()) << name;
+  };
+  add("token_embd.weight", {kDim, kVocab}, DType::F32, 0.5f, 0.0f);
+  add("output_norm.weight", {kDim}, DType::F32, 0.1f, 1.0f);
+  add("output.weight", {kDim, kVocab}, type, 0.06f, 0.0f);
+  for (int64_t l = 0; l < kLayers; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    add(b + "attn_norm.weight", {kDim}, DType::F32, 0.1f, 1.0f);
+    add(b + "attn_q.weight", {kDim, kHeads * 32}, type, 0.06f, 0.0f);
+    add(b + "attn_k.weight", {kDim, kKvHeads * 32}, type, 0.06f, 0.0f);
+    add(b + "attn_v.weight", {kDim, kKvHeads * 32}, type, 0.06f, 0.0f);
+    add(b + "attn_output.weight", {kHeads * 32, kDim}, type, 0.06f, 0.0f);
+    add(b + "ffn_norm.weight", {kDim}, DType::F32, 0.1f, 1.0f);
+    add(b + "ffn_gate.weight", {kDim, kFfn}, type, 0.06f, 0.0f);
+    add(b + "ffn_up.weight", {kDim, kFfn}, type, 0.06f, 0.0f);
+    add(b + "ffn_down.weight", {kFfn, kDim}, type, 0.04f, 0.0f);
+  }
+  Status st = w.write(path);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return path;
+}
+
+std::unique_ptr<KvCache> make_kv() {
+  KvCacheConfig c;
+  c.n_layers = kLayers;
+  c.n_kv_heads = kKvHeads;
+  c.head_dim = 32;
+  c.block_size = kBlock;
+  c.n_blocks = 64;
+  c.type = DType::F16;
+  Result<std::unique_ptr<KvCache>> kv = KvCache::create(c);
+  EXPECT_TRUE(kv.ok()) << kv.message();
+  return std::move(kv.value());
+}
+
+// One step of one sequence: tokens at positions n_past.., logits of its last row.
+std::vector<float> step(ModelRunner& r, const std::vector<int32_t>& tokens, int32_t n_past,
+                        const std::vector<int32_t>& table) {
+  SeqBatch s;
+  s.n_past = n_past;
+  s.n_tokens = static_cast<int32_t>(tokens.size());
+  s.block_table = table;
+  const int32_t last = s.n_tokens - 1;
+  BatchPlan p;
+  p.tokens = tokens;
+  p.seqs = std::span<const SeqBatch>(&s, 1);
+  p.logit_rows = std::span<const int32_t>(&last, 1);
+  std::vector<float> logits(kVocab);
+  Status st = r.forward(p, logits.data());
+  EXPECT_TRUE(st.ok()) << st.message();
+  return logits;
+}
+
+double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    den += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+std::vector<int32_t> random_tokens(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (int32_t& x : t) x = static_cast<int32_t>(rng() % kVocab);
+  return t;
+}
+
+class CudaRunnerTypes : public ::testing::TestWithParam<DType> {};
+
+// A prompt of 37 tokens (the tensor-core path: more rows than the GEMV takes), one of 5 (the
+// GEMV path) and 4 decode steps, GPU against CPU with float activations; and the host KV
+// cache the GPU runner filled against the one the CPU runner filled.
+TEST_P(CudaRunnerTypes, MatchesTheCpuRunner) {
+  REQUIRE_GPU();
+  const DType type = GetParam();
+  Result<std::unique_ptr<LlamaModel>> m = LlamaModel::load(write_model(type));
+  ASSERT_TRUE(m.ok()) << m.message();
+  ThreadPool pool(2);
+  std::unique_ptr<KvCache> kv_cpu = make_kv(), kv_gpu = make_kv();
+  LlamaRunner cpu(**m, *kv_cpu, pool, 64, /*int8_activations=*/false);
+  GpuRunnerOptions o;
+  o.max_batch_tokens = 64;
+  Result<std::unique_ptr<ModelRunner>> gpu = make_cuda_runner(**m, *kv_gpu, o);
+  ASSERT_TRUE(gpu.ok()) << gpu.message();
+
+  // Sequence A: 37 prompt tokens, then decode. Sequence B: 5 prompt tokens (GEMV only).
+  const std::vector<int32_t> ta = {0, 1, 2, 3}, tb = {8, 9};
+  const std::vector<int32_t> pa = random_tokens(37, 1), pb = random_tokens(5, 2);
+  // Tolerances: the tensor-core path rounds activations to F16 (about 5e-4 each; BF16 4e-3);
+  // the GEMV path differs from the CPU in the order of float sums only.
+  const double tc_tol = type == DType::BF16 ? 2e-2 : 5e-3;
+  EXPECT_LT(rel_l2(step(**gpu, pa, 0, ta), step(cpu, pa, 0, ta)), tc_tol) << "37-token prompt";
+  // Types the device dequantizes to F16 at load also differ by that rounding of the weights.
+  const double gemv_tol = cuda::gemv_supported(type) ? 2e-4 : 5e-3;
+  EXPECT_LT(rel_l2(step(**gpu, pb, 0, tb), step(cpu, pb, 0, tb)), gemv_tol) << "5-token prompt";
+  int32_t tok = 7;
+  for (int32_t i = 0; i < 4; ++i) {
+    const std::vector<float> g = step(**gpu, {tok}, 37 + i, ta), c = step(cpu, {tok}, 37 + i, ta);
+    EXPECT_LT(rel_l2(g, c), tc_tol) << "decode step " << i;  // reads the prompt's K / V
+    tok = static_cast<int32_t>(std::max_element(c.begin(), c.end()) - c.begin());
+  }
+  // The K / V rows the GPU runner wrote back into its host cache, against the CPU's.
+  const KvCache& kg = *kv_gpu;
+  const KvCache& kc = *kv_cpu;
+  double worst = 0;
+  for (int64_t l = 0; l < kLayers; ++l) {
+    for (int64_t p = 0; p < 41; ++p) {
+      const auto* a = reinterpret_cast<const uint16_t*>(kg.k_row(l, ta[p / kBlock], p % kBlock));
+      const auto* b = reinterpret_cast<const uint16_t*>(kc.k_row(l, ta[p / kBlock], p % kBlock));
+      for (int64_t e = 0; e < kKvHeads * 32; ++e) {
+        worst = std::max<double>(worst, std::fabs(f16_to_f32(a[e]) - f16_to_f32(b[e])));
+      }
+    }
+  }
+  EXPECT_LT(worst, 0.05) << "largest difference of a K element written back to the host";
+  EXPECT_NE(kg.version(ta[0]), 0u) << "the GPU runner's writes count as changes of the host blocks";
+}
+
+INSTANTIATE_TEST_SUITE_P(Weights, CudaRunnerTypes,
+                         ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_K, DType::Q6_K),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// Three sequences in one step of 7 rows give each the logits it gets alone, bit for bit (every
+// op of the GEMV path works row by row).
+TEST(CudaRunner, BatchedStepEqualsSoloSteps) {
+  REQUIRE_GPU();
+  Result<std::unique_ptr<LlamaModel>> m = LlamaModel::load(write_model(DType::Q4_K));
+  ASSERT_TRUE(m.ok()) << m.message();
+  std::unique_ptr<KvCache> kv = make_kv();
+  GpuRunnerOptions o;
+  o.max_batch_tokens = 32;
+  Result<std::unique_ptr<ModelRunner>> gpu = make_cuda_runner(**m, *kv, o);
+  ASSERT_TRUE(gpu.ok()) << gpu.message();
+  const std::vector<std::vector<int32_t>> prompts = {random_tokens(3, 5), random_tokens(2, 6), random_tokens(2, 7)};
+  const std::vector<std::vector<int32_t>> tables = {{0}, {1}, {2}}, solo_tables = {{10}, {11}, {12}};
+  std::vector<std::vector<float>> solo;
+  for (size_t i = 0; i < prompts.size(); ++i) solo.push_back(step(**gpu, prompts[i], 0, solo_tables[i]));
+
+  std::vector<int32_t> tokens;
+  std::vector<SeqBatch> seqs(prompts.size());
+  std::vector<int32_t> rows;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    seqs[i].token_begin = static_cast<int32_t>(tokens.size());
+    seqs[i].n_tokens = static_cast<int32_t>(prompts[i].size());
+    seqs[i].block_table = tables[i];
+    tokens.insert(tokens.end(), prompts[i].begin(), prompts[i].end());
+    rows.push_back(static_cast<int32_t>(tokens.size()) - 1);
+  }
+  BatchPlan p;
+  p.tokens = tokens;
+  p.seqs = seqs;
+  p.logit_rows = rows;
+  std::vector<float> logits(rows.size() * kVocab);
+  Status st = (*gpu)->forward(p, logits.data());
+  ASSERT_TRUE(st.ok()) << st.message();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(0, std::memcmp(&logits[i * kVocab], solo[i].data(), kVocab * sizeof(float))) << "sequence " << i;
+  }
+}
+
+// A block the host changes (copy on write, as the engine does for a shared partial block) is
+// uploaded before the next step reads it: continuing from the copy equals continuing from the
+// original, bit for bit.
+TEST(CudaRunner, FollowsHostChangesOfTheCache) {
+  REQUIRE_GPU();
+  Result<std::unique_ptr<LlamaModel>> m = LlamaModel::load(write_model(DType::F16));
+  ASSERT_TRUE(m.ok()) << m.message();
+  std::unique_ptr<KvCache> kv = make_kv();
+  GpuRunnerOptions o;
+  o.max_batch_tokens = 32;
+  Result<std::unique_ptr<ModelRunner>> gpu = make_cuda_runner(**m, *kv, o);
+  ASSERT_TRUE(gpu.ok()) << gpu.message();
+  const std::vector<int32_t> prompt = random_tokens(20, 9);
+  (void)step(**gpu, prompt, 0, {0, 1});
+  kv->copy_positions(1, 5, 4);  // positions 16..19 into block 5, on the host only
+  const std::vector<float> original = step(**gpu, {42}, 20, {0, 1});
+  const std::vector<float> copy = step(**gpu, {42}, 20, {0, 5});
+  EXPECT_EQ(0, std::memcmp(original.data(), copy.data(), kVocab * sizeof(float)));
+}
+
+// A KV type the device cache does not hold is refused with the reason.
+TEST(CudaRunner, RefusesOtherKvTypes) {
+  REQUIRE_GPU();
+  Result<std::unique_ptr<LlamaModel>> m = LlamaModel::load(write_model(DType::F16));
+  ASSERT_TRUE(m.ok()) << m.message();
+  KvCacheConfig c;
+  c.n_layers = kLayers;
+  c.n_kv_heads = kKvHeads;
+  c.head_dim = 32;
+  c.n_blocks = 8;
+  c.type = DType::Q8_0;
+  Result<std::unique_ptr<KvCache>> kv = KvCache::create(c);
+  ASSERT_TRUE(kv.ok());
+  Result<std::unique_ptr<ModelRunner>> gpu = make_cuda_runner(**m, **kv, GpuRunnerOptions());
+  ASSERT_FALSE(gpu.ok());
+  EXPECT_NE(gpu.message().find("F16 KV cache"), std::string::npos) << gpu.message();
+}
+
+}  // namespace
+}  // namespace ll3
