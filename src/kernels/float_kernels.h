@@ -1,6 +1,7 @@
 // Row kernels of the plain float types (F32, F16, BF16), per instruction set.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace ll3::kernels {
@@ -28,6 +29,10 @@ namespace avx512 {
 float f32_dot(const void* row, const float* x, int64_t n);
 float f16_dot(const void* row, const float* x, int64_t n);
 float bf16_dot(const void* row, const float* x, int64_t n);
+// TypeTraits::dot_f32_wrows.
+void f32_dot_wrows(const void* rows, size_t row_stride, int64_t nrows, const float* x, int64_t n, float* y);
+void f16_dot_wrows(const void* rows, size_t row_stride, int64_t nrows, const float* x, int64_t n, float* y);
+void bf16_dot_wrows(const void* rows, size_t row_stride, int64_t nrows, const float* x, int64_t n, float* y);
 void f16_to_float(const void* src, float* dst, int64_t n);
 void f16_to_bf16(const void* src, uint16_t* dst, int64_t n);  // TypeTraits::to_bf16
 void bf16_to_float(const void* src, float* dst, int64_t n);

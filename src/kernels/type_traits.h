@@ -18,6 +18,11 @@ struct TypeTraits {
   void (*from_float)(const float* src, void* dst, int64_t n) = nullptr;
   // sum_i row[i] * x[i] over n elements, F32 accumulation.
   float (*dot_f32)(const void* row, const float* x, int64_t n) = nullptr;
+  // dot_f32 of nrows rows (row_stride bytes apart) against one x, y[r] for row r, each the same
+  // bits as dot_f32 gives it: the decode path of the float types, several rows' chains in
+  // flight at once. nullptr where the type has none on this CPU (use dot_f32).
+  void (*dot_f32_wrows)(const void* rows, size_t row_stride, int64_t nrows, const float* x, int64_t n,
+                        float* y) = nullptr;
   // The activation types of the integer path (Q8_0, Q8_1, Q8_K): how an activation row is
   // quantized, as llama.cpp's CPU backend does it at run time (Q8_0 / Q8_1: scale 127 / amax,
   // ties to even; from_float keeps the reference quantizer of stored weights: 1 / d, ties away).

@@ -54,6 +54,41 @@ TEST(FloatKernels, Avx512DotsMatchReference) {
   check_dots(kernels::avx512::f32_dot, kernels::avx512::f16_dot, kernels::avx512::bf16_dot);
 }
 
+// The decode kernel of several rows at once gives each row the bits of the one-row kernel
+// (which the prompt GEMM matches too: kernels/float_dot_order.h), and the reference's value.
+TEST(FloatKernels, Avx512RowsAtOnceEqualOneRowAtATime) {
+  if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "no AVX-512";
+  using RowsFn = void (*)(const void*, size_t, int64_t, const float*, int64_t, float*);
+  std::mt19937 rng(23);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int64_t n : {1, 17, 32, 100, 2048, 4099}) {
+    for (int64_t nrows : {1, 3, 4, 5, 9, 16}) {
+      std::vector<float> w(static_cast<size_t>(nrows * n)), x(static_cast<size_t>(n));
+      for (float& v : w) v = nd(rng);
+      for (float& v : x) v = nd(rng);
+      const std::vector<uint16_t> h = to_f16(w), b = to_bf16(w);
+      struct Case {
+        const char* name;
+        const void* rows;
+        size_t elem;
+        RowsFn many;
+        DotFn one, ref;
+      } cases[] = {{"f32", w.data(), 4, kernels::avx512::f32_dot_wrows, kernels::avx512::f32_dot, kernels::ref::f32_dot},
+                   {"f16", h.data(), 2, kernels::avx512::f16_dot_wrows, kernels::avx512::f16_dot, kernels::ref::f16_dot},
+                   {"bf16", b.data(), 2, kernels::avx512::bf16_dot_wrows, kernels::avx512::bf16_dot, kernels::ref::bf16_dot}};
+      for (const Case& c : cases) {
+        std::vector<float> y(static_cast<size_t>(nrows));
+        c.many(c.rows, n * c.elem, nrows, x.data(), n, y.data());
+        for (int64_t r = 0; r < nrows; ++r) {
+          const void* row = static_cast<const uint8_t*>(c.rows) + r * n * c.elem;
+          ASSERT_EQ(y[r], c.one(row, x.data(), n)) << c.name << " n " << n << " rows " << nrows << " row " << r;
+          EXPECT_NEAR(y[r], c.ref(row, x.data(), n), 1e-4f * std::sqrt(static_cast<float>(n))) << c.name;
+        }
+      }
+    }
+  }
+}
+
 TEST(FloatKernels, Avx2F16ToFloatMatchesReference) {
   if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "no AVX2";
   std::mt19937 rng(5);

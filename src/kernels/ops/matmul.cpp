@@ -182,6 +182,10 @@ void matmul_f32(ThreadPool& pool, const WeightMatrix& W, const float* x, float* 
       for (int64_t b = begin; b < end; ++b) {
         const int64_t r0 = b * kRowBlock, nr = std::min(kRowBlock, rows - r0);
         const uint8_t* w = W.rows_in(r0, nr, thread_wbuf(scratch, thread));
+        if (in_place && tr.dot_f32_wrows != nullptr) {
+          tr.dot_f32_wrows(w, W.row_bytes, nr, x, cols, y + r0);
+          continue;
+        }
         for (int64_t r = 0; r < nr; ++r) {
           if (in_place) {
             y[r0 + r] = tr.dot_f32(w + r * W.row_bytes, x, cols);
