@@ -22,6 +22,9 @@ namespace avx2 {
 float f32_dot(const void* row, const float* x, int64_t n);
 float f16_dot(const void* row, const float* x, int64_t n);
 float bf16_dot(const void* row, const float* x, int64_t n);
+void f32_dot_wrows(const void* rows, size_t row_stride, int64_t nrows, const float* x, int64_t n, float* y);
+void f16_dot_wrows(const void* rows, size_t row_stride, int64_t nrows, const float* x, int64_t n, float* y);
+void bf16_dot_wrows(const void* rows, size_t row_stride, int64_t nrows, const float* x, int64_t n, float* y);
 void f16_to_float(const void* src, float* dst, int64_t n);
 }  // namespace avx2
 

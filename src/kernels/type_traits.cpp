@@ -154,6 +154,9 @@ Table make_best_table() {
     t[size_t(DType::F16)].dot_f32 = kernels::avx2::f16_dot;
     t[size_t(DType::F16)].to_float = kernels::avx2::f16_to_float;
     t[size_t(DType::BF16)].dot_f32 = kernels::avx2::bf16_dot;
+    t[size_t(DType::F32)].dot_f32_wrows = kernels::avx2::f32_dot_wrows;
+    t[size_t(DType::F16)].dot_f32_wrows = kernels::avx2::f16_dot_wrows;
+    t[size_t(DType::BF16)].dot_f32_wrows = kernels::avx2::bf16_dot_wrows;
     set_quant_kernels<Avx2>(t);
   }
   if (cpu.has_avx512_set()) {

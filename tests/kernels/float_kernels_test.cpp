@@ -54,11 +54,15 @@ TEST(FloatKernels, Avx512DotsMatchReference) {
   check_dots(kernels::avx512::f32_dot, kernels::avx512::f16_dot, kernels::avx512::bf16_dot);
 }
 
+using RowsFn = void (*)(const void*, size_t, int64_t, const float*, int64_t, float*);
+struct RowsKernels {
+  RowsFn f32, f16, bf16;
+  DotFn one_f32, one_f16, one_bf16;
+};
+
 // The decode kernel of several rows at once gives each row the bits of the one-row kernel
 // (which the prompt GEMM matches too: kernels/float_dot_order.h), and the reference's value.
-TEST(FloatKernels, Avx512RowsAtOnceEqualOneRowAtATime) {
-  if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "no AVX-512";
-  using RowsFn = void (*)(const void*, size_t, int64_t, const float*, int64_t, float*);
+void check_rows_at_once(const RowsKernels& k) {
   std::mt19937 rng(23);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   for (int64_t n : {1, 17, 32, 100, 2048, 4099}) {
@@ -73,9 +77,9 @@ TEST(FloatKernels, Avx512RowsAtOnceEqualOneRowAtATime) {
         size_t elem;
         RowsFn many;
         DotFn one, ref;
-      } cases[] = {{"f32", w.data(), 4, kernels::avx512::f32_dot_wrows, kernels::avx512::f32_dot, kernels::ref::f32_dot},
-                   {"f16", h.data(), 2, kernels::avx512::f16_dot_wrows, kernels::avx512::f16_dot, kernels::ref::f16_dot},
-                   {"bf16", b.data(), 2, kernels::avx512::bf16_dot_wrows, kernels::avx512::bf16_dot, kernels::ref::bf16_dot}};
+      } cases[] = {{"f32", w.data(), 4, k.f32, k.one_f32, kernels::ref::f32_dot},
+                   {"f16", h.data(), 2, k.f16, k.one_f16, kernels::ref::f16_dot},
+                   {"bf16", b.data(), 2, k.bf16, k.one_bf16, kernels::ref::bf16_dot}};
       for (const Case& c : cases) {
         std::vector<float> y(static_cast<size_t>(nrows));
         c.many(c.rows, n * c.elem, nrows, x.data(), n, y.data());
@@ -87,6 +91,18 @@ TEST(FloatKernels, Avx512RowsAtOnceEqualOneRowAtATime) {
       }
     }
   }
+}
+
+TEST(FloatKernels, Avx512RowsAtOnceEqualOneRowAtATime) {
+  if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "no AVX-512";
+  check_rows_at_once({kernels::avx512::f32_dot_wrows, kernels::avx512::f16_dot_wrows, kernels::avx512::bf16_dot_wrows,
+                      kernels::avx512::f32_dot, kernels::avx512::f16_dot, kernels::avx512::bf16_dot});
+}
+
+TEST(FloatKernels, Avx2RowsAtOnceEqualOneRowAtATime) {
+  if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "no AVX2";
+  check_rows_at_once({kernels::avx2::f32_dot_wrows, kernels::avx2::f16_dot_wrows, kernels::avx2::bf16_dot_wrows,
+                      kernels::avx2::f32_dot, kernels::avx2::f16_dot, kernels::avx2::bf16_dot});
 }
 
 TEST(FloatKernels, Avx2F16ToFloatMatchesReference) {
