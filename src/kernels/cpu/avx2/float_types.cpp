@@ -2,6 +2,7 @@
 #include <immintrin.h>
 
 #include "core/half.h"
+#include "kernels/cpu/prefetch.h"
 #include "kernels/cpu/vec_f32.h"
 #include "kernels/float_kernels.h"
 
@@ -56,7 +57,7 @@ inline void dot16x4(RowLoad row_load, const uint8_t* w, size_t stride, const flo
     if ((i * elem_bytes) % 64 == 0) {
       for (int r = 0; r < 4; ++r) {
         const char* p = reinterpret_cast<const char*>(w + r * stride + i * elem_bytes);
-        _mm_prefetch(p + 2048, _MM_HINT_T0);
+        _mm_prefetch(p + kPrefetchL1Bytes, _MM_HINT_T0);
         _mm_prefetch(p + 8 * stride, _MM_HINT_T1);
       }
     }
