@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "require_gpu.h"
 #include "core/half.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
@@ -18,12 +19,6 @@
 
 namespace ll3 {
 namespace {
-
-#define REQUIRE_GPU()                                                                                  \
-  do {                                                                                                 \
-    std::string why;                                                                                   \
-    if (cuda_devices(&why).empty()) GTEST_SKIP() << "no CUDA device (" << why << "): not run on this machine"; \
-  } while (0)
 
 // A device buffer of T, freed at scope end.
 template <class T>

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "require_gpu.h"
 #include "backend/gpu_runner.h"
 #include "core/half.h"
 #include "core/thread_pool.h"
@@ -24,12 +25,6 @@
 
 namespace ll3 {
 namespace {
-
-#define REQUIRE_GPU()                                                                                  \
-  do {                                                                                                 \
-    std::string why;                                                                                   \
-    if (cuda_devices(&why).empty()) GTEST_SKIP() << "no CUDA device (" << why << "): not run on this machine"; \
-  } while (0)
 
 constexpr int64_t kDim = 256, kLayers = 2, kHeads = 8, kKvHeads = 2, kFfn = 512, kVocab = 512, kBlock = 16;
 
@@ -92,6 +87,28 @@ std::unique_ptr<KvCache> make_kv() {
   return std::move(kv.value());
 }
 
+// A model of `type`, a fresh KV cache and the CUDA runner over them (runner null on failure,
+// the reason reported).
+struct GpuSetup {
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<KvCache> kv;
+  std::unique_ptr<ModelRunner> runner;
+};
+GpuSetup make_gpu(DType type, int64_t max_batch_tokens) {
+  GpuSetup g;
+  Result<std::unique_ptr<LlamaModel>> m = LlamaModel::load(write_model(type));
+  EXPECT_TRUE(m.ok()) << m.message();
+  if (!m.ok()) return g;
+  g.model = std::move(m.value());
+  g.kv = make_kv();
+  GpuRunnerOptions o;
+  o.max_batch_tokens = max_batch_tokens;
+  Result<std::unique_ptr<ModelRunner>> r = make_cuda_runner(*g.model, *g.kv, o);
+  EXPECT_TRUE(r.ok()) << r.message();
+  if (r.ok()) g.runner = std::move(r.value());
+  return g;
+}
+
 // One step of one sequence: tokens at positions n_past.., logits of its last row.
 std::vector<float> step(ModelRunner& r, const std::vector<int32_t>& tokens, int32_t n_past,
                         const std::vector<int32_t>& table) {
@@ -134,15 +151,12 @@ class CudaRunnerTypes : public ::testing::TestWithParam<DType> {};
 TEST_P(CudaRunnerTypes, MatchesTheCpuRunner) {
   REQUIRE_GPU();
   const DType type = GetParam();
-  Result<std::unique_ptr<LlamaModel>> m = LlamaModel::load(write_model(type));
-  ASSERT_TRUE(m.ok()) << m.message();
+  GpuSetup g = make_gpu(type, 64);
+  ASSERT_NE(g.runner, nullptr);
+  ModelRunner& gpu = *g.runner;
   ThreadPool pool(2);
-  std::unique_ptr<KvCache> kv_cpu = make_kv(), kv_gpu = make_kv();
-  LlamaRunner cpu(**m, *kv_cpu, pool, 64, /*int8_activations=*/false);
-  GpuRunnerOptions o;
-  o.max_batch_tokens = 64;
-  Result<std::unique_ptr<ModelRunner>> gpu = make_cuda_runner(**m, *kv_gpu, o);
-  ASSERT_TRUE(gpu.ok()) << gpu.message();
+  std::unique_ptr<KvCache> kv_cpu = make_kv();
+  LlamaRunner cpu(*g.model, *kv_cpu, pool, 64, /*int8_activations=*/false);
 
   // Sequence A: 37 prompt tokens, then decode. Sequence B: 5 prompt tokens (GEMV only).
   const std::vector<int32_t> ta = {0, 1, 2, 3}, tb = {8, 9};
@@ -150,18 +164,18 @@ TEST_P(CudaRunnerTypes, MatchesTheCpuRunner) {
   // Tolerances: the tensor-core path rounds activations to F16 (about 5e-4 each; BF16 4e-3);
   // the GEMV path differs from the CPU in the order of float sums only.
   const double tc_tol = type == DType::BF16 ? 2e-2 : 5e-3;
-  EXPECT_LT(rel_l2(step(**gpu, pa, 0, ta), step(cpu, pa, 0, ta)), tc_tol) << "37-token prompt";
+  EXPECT_LT(rel_l2(step(gpu, pa, 0, ta), step(cpu, pa, 0, ta)), tc_tol) << "37-token prompt";
   // Types the device dequantizes to F16 at load also differ by that rounding of the weights.
   const double gemv_tol = cuda::gemv_supported(type) ? 2e-4 : 5e-3;
-  EXPECT_LT(rel_l2(step(**gpu, pb, 0, tb), step(cpu, pb, 0, tb)), gemv_tol) << "5-token prompt";
+  EXPECT_LT(rel_l2(step(gpu, pb, 0, tb), step(cpu, pb, 0, tb)), gemv_tol) << "5-token prompt";
   int32_t tok = 7;
   for (int32_t i = 0; i < 4; ++i) {
-    const std::vector<float> g = step(**gpu, {tok}, 37 + i, ta), c = step(cpu, {tok}, 37 + i, ta);
-    EXPECT_LT(rel_l2(g, c), tc_tol) << "decode step " << i;  // reads the prompt's K / V
+    const std::vector<float> on_gpu = step(gpu, {tok}, 37 + i, ta), c = step(cpu, {tok}, 37 + i, ta);
+    EXPECT_LT(rel_l2(on_gpu, c), tc_tol) << "decode step " << i;  // reads the prompt's K / V
     tok = static_cast<int32_t>(std::max_element(c.begin(), c.end()) - c.begin());
   }
   // The K / V rows the GPU runner wrote back into its host cache, against the CPU's.
-  const KvCache& kg = *kv_gpu;
+  const KvCache& kg = *g.kv;
   const KvCache& kc = *kv_cpu;
   double worst = 0;
   for (int64_t l = 0; l < kLayers; ++l) {
@@ -185,17 +199,13 @@ INSTANTIATE_TEST_SUITE_P(Weights, CudaRunnerTypes,
 // op of the GEMV path works row by row).
 TEST(CudaRunner, BatchedStepEqualsSoloSteps) {
   REQUIRE_GPU();
-  Result<std::unique_ptr<LlamaModel>> m = LlamaModel::load(write_model(DType::Q4_K));
-  ASSERT_TRUE(m.ok()) << m.message();
-  std::unique_ptr<KvCache> kv = make_kv();
-  GpuRunnerOptions o;
-  o.max_batch_tokens = 32;
-  Result<std::unique_ptr<ModelRunner>> gpu = make_cuda_runner(**m, *kv, o);
-  ASSERT_TRUE(gpu.ok()) << gpu.message();
+  GpuSetup g = make_gpu(DType::Q4_K, 32);
+  ASSERT_NE(g.runner, nullptr);
+  ModelRunner& gpu = *g.runner;
   const std::vector<std::vector<int32_t>> prompts = {random_tokens(3, 5), random_tokens(2, 6), random_tokens(2, 7)};
   const std::vector<std::vector<int32_t>> tables = {{0}, {1}, {2}}, solo_tables = {{10}, {11}, {12}};
   std::vector<std::vector<float>> solo;
-  for (size_t i = 0; i < prompts.size(); ++i) solo.push_back(step(**gpu, prompts[i], 0, solo_tables[i]));
+  for (size_t i = 0; i < prompts.size(); ++i) solo.push_back(step(gpu, prompts[i], 0, solo_tables[i]));
 
   std::vector<int32_t> tokens;
   std::vector<SeqBatch> seqs(prompts.size());
@@ -212,7 +222,7 @@ TEST(CudaRunner, BatchedStepEqualsSoloSteps) {
   p.seqs = seqs;
   p.logit_rows = rows;
   std::vector<float> logits(rows.size() * kVocab);
-  Status st = (*gpu)->forward(p, logits.data());
+  Status st = gpu.forward(p, logits.data());
   ASSERT_TRUE(st.ok()) << st.message();
   for (size_t i = 0; i < prompts.size(); ++i) {
     EXPECT_EQ(0, std::memcmp(&logits[i * kVocab], solo[i].data(), kVocab * sizeof(float))) << "sequence " << i;
@@ -224,18 +234,13 @@ TEST(CudaRunner, BatchedStepEqualsSoloSteps) {
 // original, bit for bit.
 TEST(CudaRunner, FollowsHostChangesOfTheCache) {
   REQUIRE_GPU();
-  Result<std::unique_ptr<LlamaModel>> m = LlamaModel::load(write_model(DType::F16));
-  ASSERT_TRUE(m.ok()) << m.message();
-  std::unique_ptr<KvCache> kv = make_kv();
-  GpuRunnerOptions o;
-  o.max_batch_tokens = 32;
-  Result<std::unique_ptr<ModelRunner>> gpu = make_cuda_runner(**m, *kv, o);
-  ASSERT_TRUE(gpu.ok()) << gpu.message();
+  GpuSetup g = make_gpu(DType::F16, 32);
+  ASSERT_NE(g.runner, nullptr);
   const std::vector<int32_t> prompt = random_tokens(20, 9);
-  (void)step(**gpu, prompt, 0, {0, 1});
-  kv->copy_positions(1, 5, 4);  // positions 16..19 into block 5, on the host only
-  const std::vector<float> original = step(**gpu, {42}, 20, {0, 1});
-  const std::vector<float> copy = step(**gpu, {42}, 20, {0, 5});
+  (void)step(*g.runner, prompt, 0, {0, 1});
+  g.kv->copy_positions(1, 5, 4);  // positions 16..19 into block 5, on the host only
+  const std::vector<float> original = step(*g.runner, {42}, 20, {0, 1});
+  const std::vector<float> copy = step(*g.runner, {42}, 20, {0, 5});
   EXPECT_EQ(0, std::memcmp(original.data(), copy.data(), kVocab * sizeof(float)));
 }
 

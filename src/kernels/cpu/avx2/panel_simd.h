@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/prefetch.h"
+
 namespace ll3::kernels::avx2 {
 
 // Half h (rows 8h .. 8h+7) of the 64-byte group at p.
@@ -36,6 +38,17 @@ inline void q6_k_assemble(__m256i ql, __m256i hb, int q, __m256i& lo, __m256i& h
   const __m256i hh = q < 2 ? hb : _mm256_srli_epi16(hb, 2);
   lo = _mm256_or_si256(_mm256_and_si256(ql, m0f), _mm256_and_si256(hl, m30));
   hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql, 4), m0f), _mm256_and_si256(hh, m30));
+}
+
+// Line kk of the Q6_K half block at `half` (qh lines at +0, ql lines at +512) for rows 8 hf ..
+// 8 hf + 7, assembled (q6_k_assemble, group kk / 4). With hf == 0 its lines are prefetched too
+// (prefetch.h; a qh line serves two ql lines, so it is prefetched once).
+inline void q6_k_line(const uint8_t* half, int kk, int hf, __m256i& lo, __m256i& hi) {
+  if (hf == 0) {
+    if (kk < 8) prefetch_line(half + 64 * kk);
+    prefetch_line(half + 512 + 64 * kk);
+  }
+  q6_k_assemble(load_half(half + 512 + 64 * kk, hf), load_half(half + 64 * (kk % 8), hf), kk / 4, lo, hi);
 }
 
 }  // namespace ll3::kernels::avx2

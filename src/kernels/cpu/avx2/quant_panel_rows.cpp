@@ -143,15 +143,8 @@ inline void q6_k_unpack_half(const uint8_t* blk, int hf, Q6KHalf& b) {
   LL3_UNROLL for (int h = 0; h < 2; ++h) {
     const uint8_t* half = blk + 256 + 1536 * h;
     LL3_UNROLL for (int kk = 0; kk < 16; ++kk) {
-      const int q = kk / 4;
-      if (hf == 0) {
-        if (q < 2) prefetch_line(half + 64 * kk);  // the qh lines, once each
-        prefetch_line(half + 512 + 64 * kk);
-      }
-      const __m256i ql = load_half(half + 512 + 64 * kk, hf);
-      const __m256i hb = load_half(half + 64 * (kk % 8), hf);
       __m256i lo, hi;
-      q6_k_assemble(ql, hb, q, lo, hi);
+      q6_k_line(half, kk, hf, lo, hi);
       _mm256_store_si256(&b.u[h][0][kk], lo);
       _mm256_store_si256(&b.u[h][1][kk], hi);
     }

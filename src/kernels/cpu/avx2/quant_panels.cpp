@@ -138,14 +138,8 @@ void q6_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, c
             __m256i ul[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, uh[2] = {ul[0], ul[0]};
             for (int t = 0; t < 4; ++t) {
               const int kk = 4 * q + t;
-              if (hf == 0) {
-                if (q < 2) prefetch_line(half + 64 * kk);  // the qh lines, once each
-                prefetch_line(half + 512 + 64 * kk);
-              }
-              const __m256i ql = load_half(half + 512 + 64 * kk, hf);
-              const __m256i hb = load_half(half + 64 * (kk % 8), hf);
               __m256i lo, hi;
-              q6_k_assemble(ql, hb, q, lo, hi);
+              q6_k_line(half, kk, hf, lo, hi);
               ul[t / 2] = _mm256_add_epi16(ul[t / 2], _mm256_maddubs_epi16(lo, bcast32(aq + 128 * h + 4 * kk)));
               uh[t / 2] = _mm256_add_epi16(uh[t / 2], _mm256_maddubs_epi16(hi, bcast32(aq + 128 * h + 64 + 4 * kk)));
             }
