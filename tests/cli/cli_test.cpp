@@ -330,6 +330,35 @@ TEST(Cli, BenchJsonHasLlamaBenchKeys) {
   EXPECT_EQ(run_command(ll3() + " bench -m " + tiny() + " -d -1", true).exit_code, 2);
 }
 
+TEST(Cli, BenchParallelReportsEveryTest) {
+  LL3_REQUIRE_SHARED();
+  std::string dir = test::temp_dir();
+  auto r = run_command(ll3() + " bench --parallel 1,3 -m " + tiny() +
+                       " -n 4 -r 2 -t 2 --prompt-len 4 --ttft-prompt 40 --history 40 --fair-prompt 64 --fair-streams 2"
+                       " --session-dir " + dir + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json j = nlohmann::json::parse(r.output);
+  ASSERT_EQ(j["aggregate"].size(), 2u) << r.output;
+  EXPECT_EQ(j["aggregate"][0]["sequences"], 1);
+  EXPECT_EQ(j["aggregate"][1]["sequences"], 3);
+  EXPECT_DOUBLE_EQ(j["aggregate"][0]["ratio_to_one"].get<double>(), 1.0);
+  for (const auto& a : j["aggregate"]) {
+    EXPECT_GT(a["tokens_per_s"].get<double>(), 0.0);
+    EXPECT_GT(a["decode_tokens_per_s"].get<double>(), 0.0);
+    EXPECT_GT(a["itl_median_s"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(j["ttft"]["prompt"], 40);
+  EXPECT_GT(j["ttft"]["cold_s"].get<double>(), 0.0);
+  EXPECT_GT(j["ttft"]["warm_s"].get<double>(), 0.0);
+  EXPECT_GT(j["session"]["with_session_s"].get<double>(), 0.0);
+  EXPECT_GT(j["session"]["without_s"].get<double>(), 0.0);
+  EXPECT_GT(j["session"]["after_restart_s"].get<double>(), 0.0);
+  EXPECT_EQ(j["fairness"]["streams"], 2);
+  EXPECT_GT(j["fairness"]["intervals"].get<int64_t>(), 0);
+  EXPECT_NE(j["runs_on"].get<std::string>().find("cpu"), std::string::npos) << j["runs_on"];
+  EXPECT_EQ(run_command(ll3() + " bench --parallel 1,x -m " + tiny(), true).exit_code, 2);
+}
+
 TEST(Cli, InspectShowsHyperParametersAndTensors) {
   LL3_REQUIRE_SHARED();
   auto r = run_command(ll3() + " inspect " + test::shared_dir() + "/models/small-llama31-q4_k_m.gguf");
