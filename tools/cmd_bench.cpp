@@ -153,17 +153,21 @@ int cmd_bench(int argc, char** argv) {
     if (std::string(argv[i]) == "--parallel") return bench_parallel(argc, argv);
   }
   std::string model_path, kv_type = "f16";
-  int n_prompt = 128, n_gen = 32, n_depth = 0, threads = 0, reps = 5;
+  std::string prompts = "128", gens = "32", depths = "0";
+  int threads = 0, reps = 5;
   bool json = false, roofline = false;
   LoadFlags load_flags;
   ArgParser ap("bench", "ll3 bench -m MODEL [-p 128] [-n 32] [-d DEPTH] [-t THREADS] [-r REPS] [--json] | ll3 bench --roofline",
-               "Measure prompt processing (pp) and generation (tg) speed, like llama-bench.");
+               "Measure prompt processing (pp) and generation (tg) speed, like llama-bench. -p, -n and -d take "
+               "comma-separated lists (-p 128,512 -n 32,128 -d 0,4096): a pp test per prompt size and a tg test per "
+               "generation length, at every depth.");
   ap.add_string({"-m", "--model"}, "MODEL", "GGUF file or Hugging Face directory (default: the default model)",
                 &model_path);
-  ap.add_int({"-p", "--n-prompt"}, "N", "prompt tokens of the pp test; 0 skips it (default 128)", &n_prompt);
-  ap.add_int({"-n", "--n-gen"}, "N", "tokens generated one by one in the tg test; 0 skips it (default 32)", &n_gen);
-  ap.add_int({"-d", "--n-depth"}, "N", "tokens already in the cache when each test starts (untimed; default 0)",
-             &n_depth);
+  ap.add_string({"-p", "--n-prompt"}, "N[,N...]", "prompt tokens of the pp test; 0 skips it (default 128)", &prompts);
+  ap.add_string({"-n", "--n-gen"}, "N[,N...]", "tokens generated one by one in the tg test; 0 skips it (default 32)",
+                &gens);
+  ap.add_string({"-d", "--n-depth"}, "N[,N...]", "tokens already in the cache when each test starts (untimed; default 0)",
+                &depths);
   ap.add_int({"-t", "--threads"}, "N", "threads (default: all cores)", &threads);
   ap.add_int({"-r", "--repetitions"}, "N", "repetitions of each test after a warm-up (default 5)", &reps);
   ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32, f16 or q8_0 (default f16)", &kv_type);
@@ -176,9 +180,15 @@ int cmd_bench(int argc, char** argv) {
               "repetition, and the percentage is the median of the paired ratios",
               &roofline);
   if (int rc = ap.parse(argc, argv); rc >= 0) return rc;
-  if (n_prompt < 0 || n_gen < 0 || n_depth < 0 || reps < 1) {
-    return ap.usage_error("-p, -n and -d must be >= 0 and -r >= 1");
+  Result<std::vector<int32_t>> pl = parse_token_list(prompts), gl = parse_token_list(gens), dl = parse_token_list(depths);
+  auto nonnegative = [](const Result<std::vector<int32_t>>& l) {
+    return l.ok() && !l->empty() && std::all_of(l->begin(), l->end(), [](int32_t v) { return v >= 0; });
+  };
+  if (!nonnegative(pl) || !nonnegative(gl) || !nonnegative(dl) || reps < 1) {
+    return ap.usage_error("-p, -n and -d take numbers >= 0 (or comma-separated lists of them) and -r a number >= 1");
   }
+  const int32_t max_prompt = *std::max_element(pl->begin(), pl->end()), max_gen = *std::max_element(gl->begin(), gl->end());
+  const int32_t max_depth = *std::max_element(dl->begin(), dl->end());
   Result<DType> kvt = parse_kv_type(kv_type);
   if (!kvt.ok()) return ap.usage_error(kvt.message());
   if (threads <= 0) threads = default_thread_count();
@@ -203,20 +213,22 @@ int cmd_bench(int argc, char** argv) {
   so.threads = threads;
   so.amx_prompts = amx_bf16;
   so.kv_type = kvt.value();
-  so.context = n_depth + std::max(n_prompt, n_gen) + 16;
-  so.batch = std::max({1, n_prompt, std::min(n_depth, 512)});
+  so.context = max_depth + std::max(max_prompt, max_gen) + 16;
+  so.batch = std::max({1, max_prompt, std::min(max_depth, 512)});
   Result<std::unique_ptr<Session>> session = Session::create(m, so);
   if (!session.ok()) return fail("bench", session.message());
   Session& s = **session;
   std::mt19937 rng(1);
-  std::vector<int32_t> prompt(static_cast<size_t>(n_prompt)), depth(static_cast<size_t>(n_depth));
-  for (int32_t& t : prompt) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(m.config.n_vocab));
-  for (int32_t& t : depth) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(m.config.n_vocab));
+  // The prompt of each pp test and the cache contents at each depth: prefixes of one random text.
+  std::vector<int32_t> prompt_text(static_cast<size_t>(max_prompt)), depth_text(static_cast<size_t>(max_depth));
+  for (int32_t& t : prompt_text) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(m.config.n_vocab));
+  for (int32_t& t : depth_text) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(m.config.n_vocab));
+  int n_prompt = 0, n_gen = 0, n_depth = 0;  // the test being run
   // Empties the cache, then fills it with the depth tokens (not timed).
   auto reset = [&]() {
     s.truncate(0);
-    if (depth.empty()) return;
-    if (Status st = s.eval(depth); !st.ok()) {
+    if (n_depth == 0) return;
+    if (Status st = s.eval(std::span<const int32_t>(depth_text.data(), static_cast<size_t>(n_depth))); !st.ok()) {
       std::fprintf(stderr, "ll3 bench: %s\n", st.message().c_str());
       std::exit(1);
     }
@@ -225,7 +237,7 @@ int cmd_bench(int argc, char** argv) {
   auto run_pp = [&]() -> double {
     reset();
     const double t0 = now_seconds();
-    Status st = s.eval(prompt);
+    Status st = s.eval(std::span<const int32_t>(prompt_text.data(), static_cast<size_t>(n_prompt)));
     if (!st.ok()) {
       std::fprintf(stderr, "ll3 bench: %s\n", st.message().c_str());
       std::exit(1);
@@ -249,7 +261,7 @@ int cmd_bench(int argc, char** argv) {
 
   struct Row {
     std::string test;
-    int n_prompt, n_gen;
+    int n_prompt, n_gen, n_depth;
     Stats ts;
     double gbps = 0, bw_pct = 0;
   };
@@ -257,36 +269,43 @@ int cmd_bench(int argc, char** argv) {
   // The decode roofline: the cached figure, or with --roofline the best of reads taken right
   // before each tg repetition (the machine's bandwidth moves with its neighbours' load; reads
   // taken beside the decode bound it better than one from another time).
-  BandwidthReads bw = n_gen > 0 && !roofline ? bandwidth(threads, false) : BandwidthReads{};
-  std::unique_ptr<BandwidthProbe> probe = n_gen > 0 && roofline ? std::make_unique<BandwidthProbe>(threads) : nullptr;
-  const std::string at_depth = n_depth > 0 ? " @ d" + std::to_string(n_depth) : "";  // llama-bench's naming
-  if (n_prompt > 0) {
-    run_pp();  // warm-up
-    std::vector<double> v;
-    for (int r = 0; r < reps; ++r) v.push_back(run_pp());
-    rows.push_back({"pp" + std::to_string(n_prompt) + at_depth, n_prompt, 0, stats(v)});
-  }
-  if (n_gen > 0) {
-    run_tg();
-    const double bytes = static_cast<double>(m.bytes_per_token());
-    std::vector<double> v;
-    for (int r = 0; r < reps; ++r) {
-      if (probe) {
-        // Each pool's workers spin a few milliseconds after their last job: let them go to
-        // sleep so that the probe and the decode do not share the cores.
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        bw.add(probe->measure(2));
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-      v.push_back(run_tg());
+  BandwidthReads bw = max_gen > 0 && !roofline ? bandwidth(threads, false) : BandwidthReads{};
+  std::unique_ptr<BandwidthProbe> probe = max_gen > 0 && roofline ? std::make_unique<BandwidthProbe>(threads) : nullptr;
+  for (int32_t d : *dl) {
+    n_depth = d;
+    const std::string at_depth = n_depth > 0 ? " @ d" + std::to_string(n_depth) : "";  // llama-bench's naming
+    for (int32_t p : *pl) {
+      n_prompt = p;
+      if (n_prompt == 0) continue;
+      run_pp();  // warm-up
+      std::vector<double> v;
+      for (int r = 0; r < reps; ++r) v.push_back(run_pp());
+      rows.push_back({"pp" + std::to_string(n_prompt) + at_depth, n_prompt, 0, n_depth, stats(v)});
     }
-    Row row{"tg" + std::to_string(n_gen) + at_depth, 0, n_gen, stats(v)};
-    row.gbps = row.ts.mean * bytes / 1e9;
-    if (probe) save_bandwidth(threads, bw.best);
-    // The median repetition against the best read: an upper bound cannot be beaten by a lucky
-    // read, and the decode's own noise stays out of it.
-    row.bw_pct = bw.best > 0 ? 100.0 * median(v) * bytes / 1e9 / bw.best : 0;
-    rows.push_back(row);
+    for (int32_t g : *gl) {
+      n_gen = g;
+      if (n_gen == 0) continue;
+      run_tg();
+      const double bytes = static_cast<double>(m.bytes_per_token());
+      std::vector<double> v;
+      for (int r = 0; r < reps; ++r) {
+        if (probe) {
+          // Each pool's workers spin a few milliseconds after their last job: let them go to
+          // sleep so that the probe and the decode do not share the cores.
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          bw.add(probe->measure(2));
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        v.push_back(run_tg());
+      }
+      Row row{"tg" + std::to_string(n_gen) + at_depth, 0, n_gen, n_depth, stats(v)};
+      row.gbps = row.ts.mean * bytes / 1e9;
+      if (probe) save_bandwidth(threads, bw.best);
+      // The median repetition against the best read: an upper bound cannot be beaten by a lucky
+      // read, and the decode's own noise stays out of it.
+      row.bw_pct = bw.best > 0 ? 100.0 * median(v) * bytes / 1e9 / bw.best : 0;
+      rows.push_back(row);
+    }
   }
 
   const std::string type = m.file_type_name();
@@ -294,7 +313,7 @@ int cmd_bench(int argc, char** argv) {
   if (json) {
     nlohmann::json out = nlohmann::json::array();
     for (const Row& r : rows) {
-      nlohmann::json o = {{"test", r.test},         {"n_prompt", r.n_prompt},   {"n_gen", r.n_gen}, {"n_depth", n_depth},
+      nlohmann::json o = {{"test", r.test},         {"n_prompt", r.n_prompt},   {"n_gen", r.n_gen}, {"n_depth", r.n_depth},
                           {"threads", threads},      {"avg_ts", r.ts.mean},      {"stddev_ts", r.ts.stddev},
                           {"model_type", type},      {"model_bytes", model_bytes}, {"model_filename", m.path}};
       if (r.n_gen > 0) {

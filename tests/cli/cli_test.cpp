@@ -301,6 +301,19 @@ TEST(Cli, BenchJsonHasLlamaBenchKeys) {
   EXPECT_EQ(d[1]["test"], "tg4 @ d40");
   EXPECT_EQ(d[1]["n_depth"], 40);
   EXPECT_GT(d[1]["avg_ts"].get<double>(), 0.0);
+  // Lists, as llama-bench takes them: every pp and tg size at every depth.
+  auto lists = run_command("HOME=" + home + " " + ll3() + " bench -m " + tiny() + " -p 8,16 -n 2 -d 0,20 -r 1 -t 2 --json");
+  ASSERT_EQ(lists.exit_code, 0) << lists.output;
+  nlohmann::json l = nlohmann::json::parse(lists.output);
+  ASSERT_EQ(l.size(), 6u) << lists.output;
+  const char* names[] = {"pp8", "pp16", "tg2", "pp8 @ d20", "pp16 @ d20", "tg2 @ d20"};
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(l[i]["test"], names[i]);
+    EXPECT_EQ(l[i]["n_depth"], i < 3 ? 0 : 20);
+    EXPECT_GT(l[i]["avg_ts"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(l[1]["n_prompt"], 16);
+  EXPECT_EQ(run_command(ll3() + " bench -m " + tiny() + " -p 8,x", true).exit_code, 2);
   // --roofline with a model: the bandwidth measured before each tg repetition and cached.
   const std::string cache = home + "/.cache/ll3/roofline-v2-t2.txt";
   std::remove(cache.c_str());
