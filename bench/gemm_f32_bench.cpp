@@ -44,4 +44,40 @@ BENCHMARK(gemm_f32_block)
     ->Args({2048, 6, 4, 16})
     ->Unit(benchmark::kMicrosecond);
 
+// The lane-major GEMM (kernels/gemm_f32.h, AVX-512) on the same unit: a block of 32 rows
+// packed (pack = 1: the packing inside the timed loop, as the matmul does it per block) times
+// n tokens packed once. Args: k, n, rows (16 or 32), pack.
+void gemm_f32_lanes_block(benchmark::State& state) {
+  const ll3::kernels::GemmF32Lanes* lanes = ll3::kernels::gemm_f32_lanes();
+  if (lanes == nullptr) {
+    state.SkipWithError("no AVX-512");
+    return;
+  }
+  const int64_t k = state.range(0), n = state.range(1), rows = state.range(2);
+  const bool pack = state.range(3) != 0;
+  const std::vector<float> wv = ll3::bench::random_floats(rows * k, 1), xv = ll3::bench::random_floats(n * k, 2);
+  ll3::AlignedVector<float> wp(ll3::kernels::lanes_w_floats(rows, k)), xp(ll3::kernels::lanes_x_floats(n, k));
+  ll3::AlignedVector<float> y(static_cast<size_t>(n * rows));
+  lanes->pack_x(xv.data(), static_cast<size_t>(k), n, k, xp.data());
+  const size_t row_bytes = static_cast<size_t>(k) * sizeof(float);
+  lanes->pack_w(ll3::DType::F32, wv.data(), row_bytes, rows, k, wp.data());
+  for (auto _ : state) {
+    if (pack) lanes->pack_w(ll3::DType::F32, wv.data(), row_bytes, rows, k, wp.data());
+    lanes->gemm(wp.data(), rows, xp.data(), n, k, y.data(), static_cast<size_t>(rows));
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(rows * n * k),
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+}
+
+BENCHMARK(gemm_f32_lanes_block)
+    ->Args({2048, 128, 32, 0})
+    ->Args({2048, 128, 32, 1})
+    ->Args({8192, 128, 32, 1})
+    ->Args({2048, 24, 32, 1})
+    ->Args({2048, 128, 16, 1})
+    ->Unit(benchmark::kMicrosecond);
+
 }  // namespace

@@ -22,4 +22,10 @@ GemmF32Fn gemm_f32() {
   return fn;
 }
 
+const GemmF32Lanes* gemm_f32_lanes() {
+  static const GemmF32Lanes lanes = {avx512::pack_x_lanes, avx512::pack_w_lanes, avx512::gemm_f32_lanes};
+  static const GemmF32Lanes* p = cpu_features().has_avx512_set() ? &lanes : nullptr;
+  return p;
+}
+
 }  // namespace ll3::kernels

@@ -13,10 +13,15 @@ namespace ll3 {
 
 // Weight rows the float GEMM dequantizes and multiplies at a time.
 constexpr int64_t kRowBlock = 16;
+// The same for the lane-major float GEMM (kernels/gemm_f32.h), which takes products of at
+// least kLaneMinTokens activation rows: below that, packing each block of weights (16 x 16
+// transposes) costs more than the broadcast form saves.
+constexpr int64_t kLaneRowBlock = 32;
+constexpr int64_t kLaneMinTokens = 24;
 
 // Scratch the matmul needs, sized once by the runner.
 struct MatmulScratch {
-  float* rows = nullptr;      // (n_threads, kRowBlock, max_cols) dequantized weight rows
+  float* rows = nullptr;      // (n_threads, kLaneRowBlock, max_cols) dequantized weight rows
   int64_t max_cols = 0;
   uint8_t* xq = nullptr;      // (max_tokens, xq_row_bytes(max_cols)) quantized activations
   // (kMaxSharedOutputs, kernels::panel_act_bytes(max_cols)): what the decode panel kernels
@@ -38,6 +43,12 @@ struct MatmulScratch {
   // panel-layout matrices unpacked for the prompt and float paths.
   uint8_t* wbuf = nullptr;
   size_t wbuf_thread_bytes = 0;
+  // For the lane-major float GEMM (kernels::gemm_f32_lanes(), on AVX-512): the activations
+  // packed (kernels::lanes_x_floats(max_tokens, max_cols)), and per thread a block of packed
+  // weight rows (kernels::lanes_w_floats(kLaneRowBlock, max_cols), 64-byte aligned). nullptr:
+  // the dot-form GEMM, with the same bits.
+  float* xlanes = nullptr;
+  float* wlanes = nullptr;
 };
 
 // Bytes of MatmulScratch::wbuf for one thread, for weight rows of at most max_row_bytes.

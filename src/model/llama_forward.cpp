@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/attention.h"
+#include "kernels/gemm_f32.h"
 #include "kernels/ops.h"
 #include "kernels/panels.h"
 
@@ -30,8 +31,14 @@ LlamaRunner::LlamaRunner(const LlamaModel& model, KvCache& kv, ThreadPool& pool,
   token_pos_.resize(T);
   token_seq_.resize(T);
   mm_scratch_.max_cols = std::max({c_.dim, c_.ffn_dim, q_dim_});
-  wrows_.resize(static_cast<size_t>(pool.size()) * kRowBlock * mm_scratch_.max_cols);
+  wrows_.resize(static_cast<size_t>(pool.size()) * kLaneRowBlock * mm_scratch_.max_cols);
   mm_scratch_.rows = wrows_.data();
+  if (kernels::gemm_f32_lanes() != nullptr && T >= kLaneMinTokens && (!int8_activations || model.has_float_weights())) {
+    xlanes_.resize(kernels::lanes_x_floats(T, mm_scratch_.max_cols));
+    wlanes_.resize(static_cast<size_t>(pool.size()) * kernels::lanes_w_floats(kLaneRowBlock, mm_scratch_.max_cols));
+    mm_scratch_.xlanes = xlanes_.data();
+    mm_scratch_.wlanes = wlanes_.data();
+  }
   mm_scratch_.wbuf_thread_bytes = matmul_wbuf_bytes(model.max_row_bytes());
   wbuf_.resize(static_cast<size_t>(pool.size()) * mm_scratch_.wbuf_thread_bytes);
   mm_scratch_.wbuf = wbuf_.data();

@@ -72,7 +72,9 @@ class LlamaRunner final : public ModelRunner {
   AlignedVector<float> rope_cos_; // (T, head_dim / 2)
   AlignedVector<float> rope_sin_; // (T, head_dim / 2)
   AlignedVector<float> scores_;   // (n_threads, heads per KV head, kv capacity) attention weights
-  AlignedVector<float> wrows_;    // (n_threads, kRowBlock, max cols) dequantized weight rows
+  AlignedVector<float> wrows_;    // (n_threads, kLaneRowBlock, max cols) dequantized weight rows
+  AlignedVector<float> xlanes_;   // lane-major float GEMM: packed activations (MatmulScratch::xlanes)
+  AlignedVector<float> wlanes_;   // and packed weight rows per thread
   AlignedVector<uint8_t> xq_;     // (T, xq_row_bytes(max cols)) 8-bit activations
   AlignedVector<uint8_t> panel_act_;  // see MatmulScratch::panel_act
   AlignedVector<uint8_t> wbuf_;   // (n_threads, matmul_wbuf_bytes) weight rows unpacked from panels

@@ -81,6 +81,14 @@ size_t LlamaModel::max_row_bytes() const {
   return n;
 }
 
+bool LlamaModel::has_float_weights() const {
+  bool any = false;
+  for_each_matrix(*this, [&](const WeightMatrix& W) {
+    any = any || W.type == DType::F32 || W.type == DType::F16 || W.type == DType::BF16;
+  });
+  return any;
+}
+
 namespace {
 
 // Reads a required positive integer hyper-parameter.

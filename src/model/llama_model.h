@@ -81,6 +81,8 @@ class LlamaModel {
   bool weights_copied() const { return map_mode_ == MapMode::kHugeCopy; }
   // Bytes of the longest row of any matrix (scratch for rows unpacked from panels).
   size_t max_row_bytes() const;
+  // Whether any matrix is F32, F16 or BF16 (the float path's products, in 8-bit mode too).
+  bool has_float_weights() const;
   // Matrices repacked into decode panels at load (LoadOptions::decode_panels).
   int panel_matrices() const { return panel_matrices_; }
 

@@ -10,7 +10,9 @@
 #include <memory>
 #include <random>
 
+#include "core/aligned.h"
 #include "core/half.h"
+#include "kernels/gemm_f32.h"
 #include "kernels/matmul.h"
 #include "kernels/panels.h"
 #include "quant_test_rows.h"
@@ -45,15 +47,18 @@ struct TestScratch {
   std::vector<uint8_t> xq, panel_act, wbuf;
   std::vector<uint16_t> xbf;
   std::vector<float> xr;
+  AlignedVector<float> xlanes, wlanes;
   MatmulScratch s;
 
   TestScratch(const ThreadPool& pool, int64_t n, int64_t cols, bool int8, size_t max_row_bytes)
-      : rows(static_cast<size_t>(pool.size()) * kRowBlock * cols),
+      : rows(static_cast<size_t>(pool.size()) * kLaneRowBlock * cols),
         xq(static_cast<size_t>(n) * xq_row_bytes(cols)),
         panel_act(kMaxSharedOutputs * kernels::panel_act_bytes(cols)),
         wbuf(static_cast<size_t>(pool.size()) * matmul_wbuf_bytes(max_row_bytes)),
         xbf(kernels::bf16_packed_x_elems(n, cols)),
-        xr(static_cast<size_t>(n) * cols) {
+        xr(static_cast<size_t>(n) * cols),
+        xlanes(kernels::lanes_x_floats(n, cols)),
+        wlanes(static_cast<size_t>(pool.size()) * kernels::lanes_w_floats(kLaneRowBlock, cols)) {
     s.rows = rows.data();
     s.max_cols = cols;
     s.xq = xq.data();
@@ -64,6 +69,10 @@ struct TestScratch {
     s.xr = xr.data();
     s.wbuf = wbuf.data();
     s.wbuf_thread_bytes = matmul_wbuf_bytes(max_row_bytes);
+    if (kernels::gemm_f32_lanes() != nullptr) {
+      s.xlanes = xlanes.data();
+      s.wlanes = wlanes.data();
+    }
   }
 };
 
@@ -246,16 +255,18 @@ TEST(Matmul, EveryPathGivesTheReferenceBits) {
 }
 
 // The float path likewise (kernels/float_dot_order.h): F32, F16 and BF16 weights, and a
-// quantized type with float activations, decode and prompt, the reference's bits; in 8-bit
-// mode F16 / BF16 take activations rounded to their type.
+// quantized type with float activations, decode and prompt (the dot-form GEMM, and from
+// kLaneMinTokens tokens the lane-major one where rows are a multiple of 16: blocks of 32 and
+// of 16 rows, tiles of 12 tokens and partial ones), the reference's bits; in 8-bit mode
+// F16 / BF16 take activations rounded to their type.
 TEST(Matmul, FloatPathGivesTheReferenceBits) {
   std::mt19937 rng(24);
-  const int64_t kTokens = 14;
+  const int64_t kTokens = 38;
   ThreadPool pool(2);
   for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q4_K}) {
     for (bool int8 : {false, true}) {
       if (int8 && type == DType::Q4_K) continue;  // the integer path: above
-      for (auto [rows, cols] : {std::pair<int64_t, int64_t>{40, 256}, {33, 200}, {17, 777}}) {
+      for (auto [rows, cols] : {std::pair<int64_t, int64_t>{40, 256}, {48, 200}, {33, 200}, {17, 777}, {64, 9}}) {
         if (type == DType::Q4_K && cols % 256 != 0) continue;
         std::unique_ptr<TestWeight> w = random_weight(type, rows, cols, rng);
         const std::vector<float> x = test::random_normal(static_cast<size_t>(kTokens * cols), rng());

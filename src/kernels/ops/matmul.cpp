@@ -162,6 +162,37 @@ void matmul_bf16(ThreadPool& pool, const Group& g, const float* x, int64_t n, co
   });
 }
 
+// The float GEMM in broadcast form (kernels/gemm_f32.h): the activations packed once, then
+// per block of 32 weight rows (dequantized into the thread's scratch, then packed) every tile
+// of tokens. Rows: a multiple of 16.
+void matmul_f32_lanes(ThreadPool& pool, const kernels::GemmF32Lanes& lanes, const WeightMatrix& W, const float* x,
+                      float* y, int64_t n, const MatmulScratch& scratch) {
+  const TypeTraits& tr = *W.traits;
+  const int64_t rows = W.rows, cols = W.cols;
+  const int64_t tiles = (n + kernels::kLaneTokens - 1) / kernels::kLaneTokens;
+  pool.parallel_for(tiles, [&](int64_t b, int64_t e, int) {
+    const int64_t t0 = b * kernels::kLaneTokens, t1 = std::min(n, e * kernels::kLaneTokens);
+    lanes.pack_x(x + t0 * cols, static_cast<size_t>(cols), t1 - t0, cols,
+                 scratch.xlanes + static_cast<size_t>(b) * kernels::lanes_x_tile_floats(cols));
+  });
+  const int64_t blocks = (rows + kLaneRowBlock - 1) / kLaneRowBlock;
+  pool.parallel_for_dynamic(blocks, 1, [&](int64_t begin, int64_t end, int thread) {
+    float* wrows = scratch.rows + static_cast<size_t>(thread) * kLaneRowBlock * scratch.max_cols;
+    float* wp = scratch.wlanes + static_cast<size_t>(thread) * kernels::lanes_w_floats(kLaneRowBlock, scratch.max_cols);
+    for (int64_t b = begin; b < end; ++b) {
+      const int64_t r0 = b * kLaneRowBlock, nr = std::min<int64_t>(kLaneRowBlock, rows - r0);
+      const uint8_t* src = W.rows_in(r0, nr, thread_wbuf(scratch, thread));
+      if (W.type == DType::F32 || W.type == DType::F16 || W.type == DType::BF16) {
+        lanes.pack_w(W.type, src, W.row_bytes, nr, cols, wp);  // converted as they are packed
+      } else {
+        for (int64_t r = 0; r < nr; ++r) tr.to_float(src + r * W.row_bytes, wrows + r * cols, cols);
+        lanes.pack_w(DType::F32, wrows, static_cast<size_t>(cols) * sizeof(float), nr, cols, wp);
+      }
+      lanes.gemm(wp, nr, scratch.xlanes, n, cols, y + r0, static_cast<size_t>(rows));
+    }
+  });
+}
+
 // Float path: one dot_f32 per row for a single activation row; otherwise a float GEMM over
 // blocks of kRowBlock weight rows, dequantized once per block into the thread's scratch (F32
 // weights are used in place).
@@ -196,6 +227,11 @@ void matmul_f32(ThreadPool& pool, const WeightMatrix& W, const float* x, float* 
         }
       }
     });
+    return;
+  }
+  static const kernels::GemmF32Lanes* lanes = kernels::gemm_f32_lanes();
+  if (lanes != nullptr && scratch.xlanes != nullptr && n >= kLaneMinTokens && rows % kRowBlock == 0) {
+    matmul_f32_lanes(pool, *lanes, W, x, y, n, scratch);
     return;
   }
   static const kernels::GemmF32Fn gemm = kernels::gemm_f32();

@@ -1,0 +1,172 @@
+// The float GEMM of prompts in broadcast form over lane-major packs (kernels/gemm_f32.h,
+// GemmF32Lanes): the bits of gemm_f32, at a fifth of its loads per FMA.
+//
+// An output of kernels/float_dot_order.h is the tree sum of 16 lanes, lane l an fma chain over
+// k = l, l + 16, l + 32, ... So for one lane, the product of 32 weight rows and 12 tokens is an
+// ordinary GEMM with the chain in order of k: the lane's 32 weights of a k step are two vectors
+// (rows in the SIMD lanes), each token's activation a broadcast, and 2 loads + 12 broadcasts feed
+// 24 FMAs. The dot-form tile of gemm_f32 (4 rows x 6 tokens, 16 k steps in the SIMD lanes) loads
+// 10 vectors per 24 FMAs, and its operands come from L2 whenever a block of them outgrows L1.
+// After the 16 lanes, their sums are added as the tree, a vector of rows at a time.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/gemm_f32.h"
+#include "kernels/quant_simd_unpack.h"  // LL3_UNROLL
+
+namespace ll3::kernels::avx512 {
+
+namespace {
+
+constexpr int T = kLaneTokens;
+
+// Groups of 16 in lane l of a row of k (the lanes past k % 16 have one fewer).
+inline int64_t lane_len(int64_t k, int l) { return (k - l + 15) / 16; }
+
+// r[0..15]: 16 rows of 16 floats; on return r[m] holds column m of them.
+inline void transpose16(__m512 r[16]) {
+  __m512 t[16], u[16];
+  LL3_UNROLL for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // u[4i + c], 128-bit lane q: column 4q + c of rows 4i .. 4i + 3.
+  LL3_UNROLL for (int i = 0; i < 4; ++i) {
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+    u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  // Column 4q + c = lane q of u[c], u[4 + c], u[8 + c], u[12 + c]: a 4 x 4 transpose of lanes.
+  LL3_UNROLL for (int c = 0; c < 4; ++c) {
+    const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44), v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xee);
+    const __m512 v2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44), v3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xee);
+    r[c] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+    r[4 + c] = _mm512_shuffle_f32x4(v0, v2, 0xdd);
+    r[8 + c] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+    r[12 + c] = _mm512_shuffle_f32x4(v1, v3, 0xdd);
+  }
+}
+
+// One tile: RV vectors of 16 rows x T tokens, the token tile packed at xt; nt of the tokens
+// are real (the rest are padding, computed and dropped).
+template <int RV>
+void lanes_tile(const float* wp, const float* xt, int64_t k, float* y, size_t ldy, int nt) {
+  constexpr int R = 16 * RV;
+  const int64_t jn = lane_groups(k);
+  alignas(64) float lane_sums[16][RV][T][16];
+  for (int l = 0; l < 16; ++l) {
+    __m512 acc[RV][T];
+    LL3_UNROLL for (int v = 0; v < RV; ++v)
+      LL3_UNROLL for (int t = 0; t < T; ++t) acc[v][t] = _mm512_setzero_ps();
+    const float* wl = wp + l * jn * R;
+    const float* xl = xt + l * jn * T;
+    const int64_t len = lane_len(k, l);
+    for (int64_t j = 0; j < len; ++j) {
+      __m512 w[RV];
+      LL3_UNROLL for (int v = 0; v < RV; ++v) {
+        // 8 steps ahead, across the end of the lane into the next one's (the lanes are adjacent).
+        _mm_prefetch(reinterpret_cast<const char*>(wl + (j + 8) * R + 16 * v), _MM_HINT_T0);
+        w[v] = _mm512_load_ps(wl + j * R + 16 * v);
+      }
+      LL3_UNROLL for (int t = 0; t < T; ++t) {
+        const __m512 b = _mm512_set1_ps(xl[j * T + t]);
+        LL3_UNROLL for (int v = 0; v < RV; ++v) acc[v][t] = _mm512_fmadd_ps(w[v], b, acc[v][t]);
+      }
+    }
+    LL3_UNROLL for (int v = 0; v < RV; ++v)
+      LL3_UNROLL for (int t = 0; t < T; ++t) _mm512_store_ps(lane_sums[l][v][t], acc[v][t]);
+  }
+  // The lanes' tree of kernels/float_dot_order.h, for 16 outputs at once.
+  for (int t = 0; t < nt; ++t) {
+    for (int v = 0; v < RV; ++v) {
+      __m512 s8[8], s4[4];
+      for (int l = 0; l < 8; ++l) s8[l] = _mm512_add_ps(_mm512_load_ps(lane_sums[l][v][t]), _mm512_load_ps(lane_sums[l + 8][v][t]));
+      for (int l = 0; l < 4; ++l) s4[l] = _mm512_add_ps(s8[l], s8[l + 4]);
+      _mm512_storeu_ps(y + t * ldy + 16 * v, _mm512_add_ps(_mm512_add_ps(s4[0], s4[2]), _mm512_add_ps(s4[1], s4[3])));
+    }
+  }
+}
+
+}  // namespace
+
+void pack_x_lanes(const float* x, size_t ldx, int64_t n, int64_t k, float* xp) {
+  const int64_t jn = lane_groups(k);
+  const size_t tile = lanes_x_tile_floats(k);
+  for (int64_t t0 = 0; t0 < n; t0 += T) {
+    float* xt = xp + static_cast<size_t>(t0 / T) * tile;
+    const int64_t nt = std::min<int64_t>(T, n - t0);
+    if (nt < T) std::memset(xt, 0, tile * sizeof(float));  // padding tokens: finite products
+    for (int64_t t = 0; t < nt; ++t) {
+      const float* row = x + (t0 + t) * ldx;
+      for (int64_t i = 0; i < k; ++i) xt[((i % 16) * jn + i / 16) * T + t] = row[i];
+    }
+  }
+}
+
+namespace {
+
+// 16 weights of a row from column c0 on (m: those before k), as floats.
+struct F32Cols {
+  static __m512 load(const void* row, int64_t c0, __mmask16 m) {
+    return _mm512_maskz_loadu_ps(m, static_cast<const float*>(row) + c0);
+  }
+};
+struct F16Cols {
+  static __m512 load(const void* row, int64_t c0, __mmask16 m) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(row) + c0));
+  }
+};
+struct BF16Cols {
+  static __m512 load(const void* row, int64_t c0, __mmask16 m) {
+    const __m256i h = _mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(row) + c0);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+};
+
+// Rows of row_bytes each from w, converted exactly to float (as TypeTraits::to_float does) and
+// packed: each 16 x 16 block of a half of the rows transposed in registers.
+template <class Cols>
+void pack_w(const void* w, size_t row_bytes, int64_t rows, int64_t k, float* wp) {
+  const int64_t jn = lane_groups(k);
+  const uint8_t* base = static_cast<const uint8_t*>(w);
+  for (int64_t h = 0; h < rows / 16; ++h) {
+    for (int64_t j = 0; j < jn; ++j) {
+      const int64_t c0 = 16 * j;
+      const __mmask16 m = k - c0 >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (k - c0)) - 1);
+      __m512 r[16];
+      for (int i = 0; i < 16; ++i) r[i] = Cols::load(base + (16 * h + i) * row_bytes, c0, m);
+      transpose16(r);
+      for (int l = 0; l < 16; ++l) _mm512_store_ps(wp + (l * jn + j) * rows + 16 * h, r[l]);
+    }
+  }
+}
+
+}  // namespace
+
+void pack_w_lanes(DType type, const void* w, size_t row_bytes, int64_t rows, int64_t k, float* wp) {
+  switch (type) {
+    case DType::F16: pack_w<F16Cols>(w, row_bytes, rows, k, wp); break;
+    case DType::BF16: pack_w<BF16Cols>(w, row_bytes, rows, k, wp); break;
+    default: pack_w<F32Cols>(w, row_bytes, rows, k, wp); break;
+  }
+}
+
+void gemm_f32_lanes(const float* wp, int64_t rows, const float* xp, int64_t n, int64_t k, float* y, size_t ldy) {
+  const size_t tile = lanes_x_tile_floats(k);
+  for (int64_t t0 = 0; t0 < n; t0 += T) {
+    const float* xt = xp + static_cast<size_t>(t0 / T) * tile;
+    const int nt = static_cast<int>(std::min<int64_t>(T, n - t0));
+    if (rows == 32) {
+      lanes_tile<2>(wp, xt, k, y + t0 * ldy, ldy, nt);
+    } else {
+      lanes_tile<1>(wp, xt, k, y + t0 * ldy, ldy, nt);
+    }
+  }
+}
+
+}  // namespace ll3::kernels::avx512
