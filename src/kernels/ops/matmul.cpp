@@ -162,9 +162,10 @@ void matmul_bf16(ThreadPool& pool, const Group& g, const float* x, int64_t n, co
   });
 }
 
-// The float GEMM in broadcast form (kernels/gemm_f32.h): the activations packed once, then
-// per block of 32 weight rows (dequantized into the thread's scratch, then packed) every tile
-// of tokens. Rows: a multiple of 16.
+// The float GEMM in broadcast form (kernels/gemm_f32.h): the activations packed once per
+// product, then per block of 32 weight rows, packed into the thread's scratch (F32 / F16 /
+// BF16 converted on the way, quantized rows of --float-act dequantized first), every tile of
+// tokens. Rows: a multiple of 16.
 void matmul_f32_lanes(ThreadPool& pool, const kernels::GemmF32Lanes& lanes, const WeightMatrix& W, const float* x,
                       float* y, int64_t n, const MatmulScratch& scratch) {
   const TypeTraits& tr = *W.traits;
