@@ -11,6 +11,13 @@
 
 namespace {
 
+// 2 x rows x n x k FLOP per iteration, as a rate.
+void count_gflops(benchmark::State& state, int64_t rows, int64_t n, int64_t k) {
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(rows * n * k),
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+}
+
 // Args: k, n (tokens), rows (16: the matmul's row block), pad (floats added to both leading
 // dimensions: with k * 4 bytes a multiple of 4 KB every row maps to the same L1 sets).
 void gemm_f32_block(benchmark::State& state) {
@@ -27,9 +34,7 @@ void gemm_f32_block(benchmark::State& state) {
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(rows * n * k),
-                                                 benchmark::Counter::kIsIterationInvariantRate,
-                                                 benchmark::Counter::kIs1000);
+  count_gflops(state, rows, n, k);
 }
 
 BENCHMARK(gemm_f32_block)
@@ -67,9 +72,7 @@ void gemm_f32_lanes_block(benchmark::State& state) {
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(rows * n * k),
-                                                 benchmark::Counter::kIsIterationInvariantRate,
-                                                 benchmark::Counter::kIs1000);
+  count_gflops(state, rows, n, k);
 }
 
 BENCHMARK(gemm_f32_lanes_block)

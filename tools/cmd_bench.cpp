@@ -181,11 +181,13 @@ int cmd_bench(int argc, char** argv) {
               &roofline);
   if (int rc = ap.parse(argc, argv); rc >= 0) return rc;
   Result<std::vector<int32_t>> pl = parse_token_list(prompts), gl = parse_token_list(gens), dl = parse_token_list(depths);
-  auto nonnegative = [](const Result<std::vector<int32_t>>& l) {
-    return l.ok() && !l->empty() && std::all_of(l->begin(), l->end(), [](int32_t v) { return v >= 0; });
+  // Token counts: at most 2^24 each, so that depth + prompt stays an int (the model's context
+  // refuses far less).
+  auto counts_ok = [](const Result<std::vector<int32_t>>& l) {
+    return l.ok() && !l->empty() && std::all_of(l->begin(), l->end(), [](int32_t v) { return v >= 0 && v <= (1 << 24); });
   };
-  if (!nonnegative(pl) || !nonnegative(gl) || !nonnegative(dl) || reps < 1) {
-    return ap.usage_error("-p, -n and -d take numbers >= 0 (or comma-separated lists of them) and -r a number >= 1");
+  if (!counts_ok(pl) || !counts_ok(gl) || !counts_ok(dl) || reps < 1) {
+    return ap.usage_error("-p, -n and -d take token counts of 0 to 16777216 (or comma-separated lists of them) and -r a number >= 1");
   }
   const int32_t max_prompt = *std::max_element(pl->begin(), pl->end()), max_gen = *std::max_element(gl->begin(), gl->end());
   const int32_t max_depth = *std::max_element(dl->begin(), dl->end());
@@ -223,37 +225,30 @@ int cmd_bench(int argc, char** argv) {
   std::vector<int32_t> prompt_text(static_cast<size_t>(max_prompt)), depth_text(static_cast<size_t>(max_depth));
   for (int32_t& t : prompt_text) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(m.config.n_vocab));
   for (int32_t& t : depth_text) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(m.config.n_vocab));
-  int n_prompt = 0, n_gen = 0, n_depth = 0;  // the test being run
-  // Empties the cache, then fills it with the depth tokens (not timed).
-  auto reset = [&]() {
-    s.truncate(0);
-    if (n_depth == 0) return;
-    if (Status st = s.eval(std::span<const int32_t>(depth_text.data(), static_cast<size_t>(n_depth))); !st.ok()) {
+  // A failed step ends the benchmark (its figures would mean nothing).
+  auto eval = [&](std::span<const int32_t> tokens) {
+    if (Status st = s.eval(tokens); !st.ok()) {
       std::fprintf(stderr, "ll3 bench: %s\n", st.message().c_str());
       std::exit(1);
     }
   };
-
-  auto run_pp = [&]() -> double {
-    reset();
+  // Empties the cache, then fills it with `depth` tokens (not timed).
+  auto reset = [&](int depth) {
+    s.truncate(0);
+    if (depth > 0) eval(std::span<const int32_t>(depth_text.data(), static_cast<size_t>(depth)));
+  };
+  auto run_pp = [&](int n_prompt, int depth) -> double {
+    reset(depth);
     const double t0 = now_seconds();
-    Status st = s.eval(std::span<const int32_t>(prompt_text.data(), static_cast<size_t>(n_prompt)));
-    if (!st.ok()) {
-      std::fprintf(stderr, "ll3 bench: %s\n", st.message().c_str());
-      std::exit(1);
-    }
+    eval(std::span<const int32_t>(prompt_text.data(), static_cast<size_t>(n_prompt)));
     return n_prompt / (now_seconds() - t0);
   };
-  auto run_tg = [&]() -> double {
-    reset();
+  auto run_tg = [&](int n_gen, int depth) -> double {
+    reset(depth);
     int32_t tok = static_cast<int32_t>(rng() % static_cast<uint32_t>(m.config.n_vocab));
     const double t0 = now_seconds();
     for (int i = 0; i < n_gen; ++i) {
-      Status st = s.eval(std::span<const int32_t>(&tok, 1));
-      if (!st.ok()) {
-        std::fprintf(stderr, "ll3 bench: %s\n", st.message().c_str());
-        std::exit(1);
-      }
+      eval(std::span<const int32_t>(&tok, 1));
       tok = argmax(s.last_logits(), static_cast<int32_t>(m.config.n_vocab));  // greedy, as the engine samples it
     }
     return n_gen / (now_seconds() - t0);
@@ -272,20 +267,17 @@ int cmd_bench(int argc, char** argv) {
   BandwidthReads bw = max_gen > 0 && !roofline ? bandwidth(threads, false) : BandwidthReads{};
   std::unique_ptr<BandwidthProbe> probe = max_gen > 0 && roofline ? std::make_unique<BandwidthProbe>(threads) : nullptr;
   for (int32_t d : *dl) {
-    n_depth = d;
-    const std::string at_depth = n_depth > 0 ? " @ d" + std::to_string(n_depth) : "";  // llama-bench's naming
+    const std::string at_depth = d > 0 ? " @ d" + std::to_string(d) : "";  // llama-bench's naming
     for (int32_t p : *pl) {
-      n_prompt = p;
-      if (n_prompt == 0) continue;
-      run_pp();  // warm-up
+      if (p == 0) continue;
+      run_pp(p, d);  // warm-up
       std::vector<double> v;
-      for (int r = 0; r < reps; ++r) v.push_back(run_pp());
-      rows.push_back({"pp" + std::to_string(n_prompt) + at_depth, n_prompt, 0, n_depth, stats(v)});
+      for (int r = 0; r < reps; ++r) v.push_back(run_pp(p, d));
+      rows.push_back({"pp" + std::to_string(p) + at_depth, p, 0, d, stats(v)});
     }
     for (int32_t g : *gl) {
-      n_gen = g;
-      if (n_gen == 0) continue;
-      run_tg();
+      if (g == 0) continue;
+      run_tg(g, d);
       const double bytes = static_cast<double>(m.bytes_per_token());
       std::vector<double> v;
       for (int r = 0; r < reps; ++r) {
@@ -296,9 +288,9 @@ int cmd_bench(int argc, char** argv) {
           bw.add(probe->measure(2));
           std::this_thread::sleep_for(std::chrono::milliseconds(20));
         }
-        v.push_back(run_tg());
+        v.push_back(run_tg(g, d));
       }
-      Row row{"tg" + std::to_string(n_gen) + at_depth, 0, n_gen, n_depth, stats(v)};
+      Row row{"tg" + std::to_string(g) + at_depth, 0, g, d, stats(v)};
       row.gbps = row.ts.mean * bytes / 1e9;
       if (probe) save_bandwidth(threads, bw.best);
       // The median repetition against the best read: an upper bound cannot be beaten by a lucky

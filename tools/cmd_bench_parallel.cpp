@@ -93,6 +93,7 @@ AggregateRun aggregate_once(Engine& e, int n, int prompt_len, int gen, std::mt19
   // to the last token; what a step of n decode rows gives, without the prompts' share.
   double all_decoding = 0, last = 0;
   for (const auto& t : times) {
+    if (t.empty()) continue;  // a request that failed before its first token
     all_decoding = std::max(all_decoding, t.front());
     last = std::max(last, t.back());
   }

@@ -314,6 +314,7 @@ TEST(Cli, BenchJsonHasLlamaBenchKeys) {
   }
   EXPECT_EQ(l[1]["n_prompt"], 16);
   EXPECT_EQ(run_command(ll3() + " bench -m " + tiny() + " -p 8,x", true).exit_code, 2);
+  EXPECT_EQ(run_command(ll3() + " bench -m " + tiny() + " -p 2000000000 -d 2000000000", true).exit_code, 2);
   // --roofline with a model: the bandwidth measured before each tg repetition and cached.
   const std::string cache = home + "/.cache/ll3/roofline-v2-t2.txt";
   std::remove(cache.c_str());

@@ -147,11 +147,16 @@ void check_group(const std::vector<DType>& types, int64_t n, bool int8, std::mt1
 
 TEST(Matmul, SharedInputGroupEqualsSeparateProducts) {
   std::mt19937 rng(21);
-  for (int64_t n : {1, 5, 20}) {  // decode, a short prompt, an AMX-sized prompt
+  // decode, a short prompt, an AMX-sized prompt, one for the lane-major float GEMM
+  for (int64_t n : {1, 5, 20, 30}) {
     for (bool int8 : {true, false}) {
       check_group({DType::Q4_K, DType::Q6_K, DType::Q4_K}, n, int8, rng);  // one pass (Q8_K activations)
       check_group({DType::Q4_K, DType::Q8_0}, n, int8, rng);               // mixed: separate passes
       check_group({DType::F16, DType::F16}, n, int8, rng);
+      // Rows multiples of 16: the lane-major GEMM's packed input shared by the F16 products, and
+      // packed again where the input is rounded again (in 8-bit mode, for BF16 and back).
+      check_group({DType::F16, DType::F16}, n, int8, rng, true);
+      check_group({DType::F16, DType::BF16, DType::F16}, n, int8, rng, true);
       check_group({DType::Q4_K, DType::Q6_K, DType::Q4_K}, n, int8, rng, true);  // Q4_K_M's Q, K, V in panels
       check_group({DType::Q8_0, DType::Q8_0}, n, int8, rng, true);
     }

@@ -65,6 +65,19 @@ inline float reduce16(__m512 v) {
   return hsum8(_mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
 }
 
+// Lanes of the group of 16 at i that lie before n.
+inline __mmask16 lanes_before(int64_t i, int64_t n) {
+  return static_cast<__mmask16>(i + 16 <= n ? 0xffff : (1u << (n - i)) - 1);
+}
+
+// 16 elements of an F32 / F16 / BF16 row from p as floats (exact), the lanes outside m zero
+// (and not read).
+inline __m512 load16_f32(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+inline __m512 load16_f16(const uint16_t* p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
+inline __m512 load16_bf16(const uint16_t* p, __mmask16 m) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
+
 struct F32x16 {
   using T = __m512;
   static constexpr int kWidth = 16;

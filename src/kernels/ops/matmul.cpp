@@ -162,20 +162,32 @@ void matmul_bf16(ThreadPool& pool, const Group& g, const float* x, int64_t n, co
   });
 }
 
-// The float GEMM in broadcast form (kernels/gemm_f32.h): the activations packed once per
-// product, then per block of 32 weight rows, packed into the thread's scratch (F32 / F16 /
-// BF16 converted on the way, quantized rows of --float-act dequantized first), every tile of
-// tokens. Rows: a multiple of 16.
-void matmul_f32_lanes(ThreadPool& pool, const kernels::GemmF32Lanes& lanes, const WeightMatrix& W, const float* x,
-                      float* y, int64_t n, const MatmulScratch& scratch) {
-  const TypeTraits& tr = *W.traits;
-  const int64_t rows = W.rows, cols = W.cols;
+// The float GEMM in broadcast form (kernels/gemm_f32.h), for products of at least
+// kLaneMinTokens rows where the CPU has it. Rows: a multiple of 16.
+const kernels::GemmF32Lanes* lanes_for(const WeightMatrix& W, int64_t n, const MatmulScratch& scratch) {
+  static const kernels::GemmF32Lanes* lanes = kernels::gemm_f32_lanes();
+  return lanes != nullptr && scratch.xlanes != nullptr && n >= kLaneMinTokens && W.rows % kRowBlock == 0 ? lanes
+                                                                                                         : nullptr;
+}
+
+// The input of the lane-major GEMM, packed into scratch.xlanes once for the products sharing it.
+void pack_lanes_input(ThreadPool& pool, const kernels::GemmF32Lanes& lanes, const float* x, int64_t n, int64_t cols,
+                      const MatmulScratch& scratch) {
   const int64_t tiles = (n + kernels::kLaneTokens - 1) / kernels::kLaneTokens;
   pool.parallel_for(tiles, [&](int64_t b, int64_t e, int) {
     const int64_t t0 = b * kernels::kLaneTokens, t1 = std::min(n, e * kernels::kLaneTokens);
     lanes.pack_x(x + t0 * cols, static_cast<size_t>(cols), t1 - t0, cols,
                  scratch.xlanes + static_cast<size_t>(b) * kernels::lanes_x_tile_floats(cols));
   });
+}
+
+// y = W x from the packed input: per block of 32 weight rows, packed into the thread's scratch
+// (F32 / F16 / BF16 converted on the way, quantized rows of --float-act dequantized first),
+// every tile of tokens.
+void matmul_f32_lanes(ThreadPool& pool, const kernels::GemmF32Lanes& lanes, const WeightMatrix& W, float* y,
+                      int64_t n, const MatmulScratch& scratch) {
+  const TypeTraits& tr = *W.traits;
+  const int64_t rows = W.rows, cols = W.cols;
   const int64_t blocks = (rows + kLaneRowBlock - 1) / kLaneRowBlock;
   pool.parallel_for_dynamic(blocks, 1, [&](int64_t begin, int64_t end, int thread) {
     float* wrows = scratch.rows + static_cast<size_t>(thread) * kLaneRowBlock * scratch.max_cols;
@@ -230,11 +242,6 @@ void matmul_f32(ThreadPool& pool, const WeightMatrix& W, const float* x, float* 
     });
     return;
   }
-  static const kernels::GemmF32Lanes* lanes = kernels::gemm_f32_lanes();
-  if (lanes != nullptr && scratch.xlanes != nullptr && n >= kLaneMinTokens && rows % kRowBlock == 0) {
-    matmul_f32_lanes(pool, *lanes, W, x, y, n, scratch);
-    return;
-  }
   static const kernels::GemmF32Fn gemm = kernels::gemm_f32();
   pool.parallel_for_dynamic(blocks, 1, [&](int64_t begin, int64_t end, int thread) {
     float* wrows = scratch.rows + static_cast<size_t>(thread) * kRowBlock * scratch.max_cols;
@@ -272,15 +279,24 @@ void run(ThreadPool& pool, Path path, std::initializer_list<MatmulOutput> output
     case Path::kBf16: matmul_bf16(pool, Group(outputs, blocks_of), x, n, scratch); break;
     case Path::kInt8: matmul_q(pool, Group(outputs, units_of), x, n, scratch); break;
     case Path::kFloat: {
-      // A group of F16 (or BF16) products rounds its shared input once.
+      // A group of F16 (or BF16) products rounds its shared input once, and packs it once for
+      // the lane-major GEMM.
       const float* in = nullptr;
       DType rounded_for = DType::F32;
+      bool packed = false;
       for (const MatmulOutput& o : outputs) {
         if (in == nullptr || o.W->type != rounded_for) {
           in = float_path_input(pool, *o.W, x, n, scratch);
           rounded_for = o.W->type;
+          packed = false;
         }
-        matmul_f32(pool, *o.W, in, o.y, n, scratch);
+        if (const kernels::GemmF32Lanes* lanes = lanes_for(*o.W, n, scratch)) {
+          if (!packed) pack_lanes_input(pool, *lanes, in, n, o.W->cols, scratch);
+          packed = true;
+          matmul_f32_lanes(pool, *lanes, *o.W, o.y, n, scratch);
+        } else {
+          matmul_f32(pool, *o.W, in, o.y, n, scratch);
+        }
       }
       break;
     }

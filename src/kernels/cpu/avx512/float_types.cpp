@@ -9,11 +9,6 @@
 namespace ll3::kernels::avx512 {
 
 namespace {
-// Lanes of the group of 16 at i that lie before n.
-inline __mmask16 lanes_before(int64_t i, int64_t n) {
-  return static_cast<__mmask16>(i + 16 <= n ? 0xffff : (1u << (n - i)) - 1);
-}
-
 inline __m512 load_bf16(const uint16_t* p) {
   __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
@@ -73,7 +68,7 @@ float f32_dot(const void* row, const float* x, int64_t n) {
   return dot16(
       [&](int64_t i) {
         if ((i & 31) == 0) prefetch_ahead<2>(w + i);
-        return _mm512_maskz_loadu_ps(lanes_before(i, n), w + i);
+        return load16_f32(w + i, lanes_before(i, n));
       },
       x, n);
 }
@@ -83,7 +78,7 @@ float f16_dot(const void* row, const float* x, int64_t n) {
   return dot16(
       [&](int64_t i) {
         if ((i & 31) == 0) prefetch_ahead<1>(w + i);
-        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes_before(i, n), w + i));
+        return load16_f16(w + i, lanes_before(i, n));
       },
       x, n);
 }
@@ -93,7 +88,7 @@ float bf16_dot(const void* row, const float* x, int64_t n) {
   return dot16(
       [&](int64_t i) {
         if ((i & 31) == 0) prefetch_ahead<1>(w + i);
-        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(lanes_before(i, n), w + i)), 16));
+        return load16_bf16(w + i, lanes_before(i, n));
       },
       x, n);
 }
@@ -126,22 +121,17 @@ void bf16_to_float(const void* src, float* dst, int64_t n) {
 }
 
 void f32_dot_wrows(const void* rows, size_t stride, int64_t nrows, const float* x, int64_t n, float* y) {
-  dot_wrows([](const uint8_t* w, int64_t i, __mmask16 m) { return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(w) + i); },
+  dot_wrows([](const uint8_t* w, int64_t i, __mmask16 m) { return load16_f32(reinterpret_cast<const float*>(w) + i, m); },
             f32_dot, rows, stride, nrows, x, n, 16, y);
 }
 
 void f16_dot_wrows(const void* rows, size_t stride, int64_t nrows, const float* x, int64_t n, float* y) {
-  dot_wrows([](const uint8_t* w, int64_t i, __mmask16 m) {
-              return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(w) + i));
-            },
+  dot_wrows([](const uint8_t* w, int64_t i, __mmask16 m) { return load16_f16(reinterpret_cast<const uint16_t*>(w) + i, m); },
             f16_dot, rows, stride, nrows, x, n, 32, y);
 }
 
 void bf16_dot_wrows(const void* rows, size_t stride, int64_t nrows, const float* x, int64_t n, float* y) {
-  dot_wrows([](const uint8_t* w, int64_t i, __mmask16 m) {
-              return _mm512_castsi512_ps(
-                  _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(w) + i)), 16));
-            },
+  dot_wrows([](const uint8_t* w, int64_t i, __mmask16 m) { return load16_bf16(reinterpret_cast<const uint16_t*>(w) + i, m); },
             bf16_dot, rows, stride, nrows, x, n, 32, y);
 }
 

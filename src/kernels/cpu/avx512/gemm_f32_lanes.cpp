@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/vec_f32.h"
 #include "kernels/gemm_f32.h"
 #include "kernels/quant_simd_unpack.h"  // LL3_UNROLL
 
@@ -92,6 +93,24 @@ void lanes_tile(const float* wp, const float* xt, int64_t k, float* y, size_t ld
   }
 }
 
+// Rows of row_bytes each from w, converted exactly to float (as TypeTraits::to_float does) and
+// packed: each 16 x 16 block of a half of the rows transposed in registers.
+template <class E, __m512 (*load16)(const E*, __mmask16)>
+void pack_w(const void* w, size_t row_bytes, int64_t rows, int64_t k, float* wp) {
+  const int64_t jn = lane_groups(k);
+  const uint8_t* base = static_cast<const uint8_t*>(w);
+  for (int64_t h = 0; h < rows / 16; ++h) {
+    for (int64_t j = 0; j < jn; ++j) {
+      const int64_t c0 = 16 * j;
+      const __mmask16 m = lanes_before(c0, k);
+      __m512 r[16];
+      for (int i = 0; i < 16; ++i) r[i] = load16(reinterpret_cast<const E*>(base + (16 * h + i) * row_bytes) + c0, m);
+      transpose16(r);
+      for (int l = 0; l < 16; ++l) _mm512_store_ps(wp + (l * jn + j) * rows + 16 * h, r[l]);
+    }
+  }
+}
+
 }  // namespace
 
 void pack_x_lanes(const float* x, size_t ldx, int64_t n, int64_t k, float* xp) {
@@ -108,51 +127,11 @@ void pack_x_lanes(const float* x, size_t ldx, int64_t n, int64_t k, float* xp) {
   }
 }
 
-namespace {
-
-// 16 weights of a row from column c0 on (m: those before k), as floats.
-struct F32Cols {
-  static __m512 load(const void* row, int64_t c0, __mmask16 m) {
-    return _mm512_maskz_loadu_ps(m, static_cast<const float*>(row) + c0);
-  }
-};
-struct F16Cols {
-  static __m512 load(const void* row, int64_t c0, __mmask16 m) {
-    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(row) + c0));
-  }
-};
-struct BF16Cols {
-  static __m512 load(const void* row, int64_t c0, __mmask16 m) {
-    const __m256i h = _mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(row) + c0);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-  }
-};
-
-// Rows of row_bytes each from w, converted exactly to float (as TypeTraits::to_float does) and
-// packed: each 16 x 16 block of a half of the rows transposed in registers.
-template <class Cols>
-void pack_w(const void* w, size_t row_bytes, int64_t rows, int64_t k, float* wp) {
-  const int64_t jn = lane_groups(k);
-  const uint8_t* base = static_cast<const uint8_t*>(w);
-  for (int64_t h = 0; h < rows / 16; ++h) {
-    for (int64_t j = 0; j < jn; ++j) {
-      const int64_t c0 = 16 * j;
-      const __mmask16 m = k - c0 >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (k - c0)) - 1);
-      __m512 r[16];
-      for (int i = 0; i < 16; ++i) r[i] = Cols::load(base + (16 * h + i) * row_bytes, c0, m);
-      transpose16(r);
-      for (int l = 0; l < 16; ++l) _mm512_store_ps(wp + (l * jn + j) * rows + 16 * h, r[l]);
-    }
-  }
-}
-
-}  // namespace
-
 void pack_w_lanes(DType type, const void* w, size_t row_bytes, int64_t rows, int64_t k, float* wp) {
   switch (type) {
-    case DType::F16: pack_w<F16Cols>(w, row_bytes, rows, k, wp); break;
-    case DType::BF16: pack_w<BF16Cols>(w, row_bytes, rows, k, wp); break;
-    default: pack_w<F32Cols>(w, row_bytes, rows, k, wp); break;
+    case DType::F16: pack_w<uint16_t, load16_f16>(w, row_bytes, rows, k, wp); break;
+    case DType::BF16: pack_w<uint16_t, load16_bf16>(w, row_bytes, rows, k, wp); break;
+    default: pack_w<float, load16_f32>(w, row_bytes, rows, k, wp); break;
   }
 }
 
