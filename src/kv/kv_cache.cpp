@@ -47,6 +47,10 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const KvCacheConfig& cfg) {
 
 void KvCache::store(int64_t layer, int32_t block, int64_t slot, const float* k, const float* v) {
   touch(block);
+  store_uncounted(layer, block, slot, k, v);
+}
+
+void KvCache::store_uncounted(int64_t layer, int32_t block, int64_t slot, const float* k, const float* v) {
   from_float_(k, row(k_, layer, block, slot), row_elems());
   from_float_(v, row(v_, layer, block, slot), row_elems());
 }

@@ -39,6 +39,11 @@ class KvCache {
   // Writes position (block, slot)'s K and V rows of `layer`, row_elems() floats each (all KV
   // heads), converted to cfg.type.
   void store(int64_t layer, int32_t block, int64_t slot, const float* k, const float* v);
+  // The same without counting the change: for the rows of one step, stored by several threads
+  // at once (distinct positions, distinct bytes), whose caller then counts each row's block by
+  // touch_block on one thread (the versions are plain counters).
+  void store_uncounted(int64_t layer, int32_t block, int64_t slot, const float* k, const float* v);
+  void touch_block(int32_t block) { touch(block); }
   // What attention reads of KV head kv_head of `layer` for a sequence with this block table
   // (which must outlive the view).
   kernels::KvHeadView head_view(int64_t layer, int64_t kv_head, std::span<const int32_t> block_table) const;

@@ -100,27 +100,26 @@ inline void q4_k_pass(const uint8_t* blk, const Q4KScales& s, const BlockQ8_K* c
   __m512i isum[NX];
   for (int x = 0; x < NX; ++x) isum[x] = _mm512_setzero_si512();
   LL3_UNROLL for (int j = 0; j < 4; ++j) {
-    // Sub-blocks 2j and 2j+1 in halves of 4 lines: a half's sum of 16 products (nibble x int8)
-    // is at most 16 * 15 * 128 < 2^15, so it fits the low 16 bits of its dword, and vpdpwssd
-    // with the scale in the low word (0 in the high one) multiplies and adds it in one
-    // instruction, where vpmulld + vpaddd took three issue slots of the two vector ports.
-    LL3_UNROLL for (int half = 0; half < 2; ++half) {
-      __m512i lo[NX], hi[NX];
-      for (int x = 0; x < NX; ++x) lo[x] = hi[x] = _mm512_setzero_si512();
-      LL3_UNROLL for (int kk = 0; kk < 4; ++kk) {
-        const int k = 4 * half + kk;
-        const __m512i q = _mm512_loadu_si512(blk + 256 + 64 * (8 * j + k));
-        prefetch_line_of<kPrefetch>(pf, 4 + 8 * j + k);
-        const __m512i ql = _mm512_and_si512(q, m0f), qh = _mm512_and_si512(_mm512_srli_epi16(q, 4), m0f);
-        for (int x = 0; x < NX; ++x) {
-          const uint8_t* aq = reinterpret_cast<const uint8_t*>(a[x]->qs);
-          lo[x] = _mm512_dpbusd_epi32(lo[x], ql, bcast32(aq + 64 * j + 4 * k));
-          hi[x] = _mm512_dpbusd_epi32(hi[x], qh, bcast32(aq + 64 * j + 32 + 4 * k));
-        }
-      }
+    // Sub-blocks 2j (low nibbles) and 2j+1 (high): exact 32-bit sums over their 8 lines, then
+    // one vpmulld by the scale each. vpdpbusd, vpdpwssd and vpmulld share two ports, the
+    // kernel's limit (with the loads, also two per cycle: a broadcast per vpdpbusd); vpdpwssd on
+    // 16-bit half sums needed two multiplies per sub-block where this takes one (+8-10% in
+    // quant_gemv_bench gemm_panels Q4_K, 16 and 64 tokens, Zen 5, against the dpbusd peak).
+    __m512i lo[NX], hi[NX];
+    for (int x = 0; x < NX; ++x) lo[x] = hi[x] = _mm512_setzero_si512();
+    LL3_UNROLL for (int k = 0; k < 8; ++k) {
+      const __m512i q = _mm512_loadu_si512(blk + 256 + 64 * (8 * j + k));
+      prefetch_line_of<kPrefetch>(pf, 4 + 8 * j + k);
+      const __m512i ql = _mm512_and_si512(q, m0f), qh = _mm512_and_si512(_mm512_srli_epi16(q, 4), m0f);
       for (int x = 0; x < NX; ++x) {
-        isum[x] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(isum[x], lo[x], s.sa[j]), hi[x], s.sb[j]);
+        const uint8_t* aq = reinterpret_cast<const uint8_t*>(a[x]->qs);
+        lo[x] = _mm512_dpbusd_epi32(lo[x], ql, bcast32(aq + 64 * j + 4 * k));
+        hi[x] = _mm512_dpbusd_epi32(hi[x], qh, bcast32(aq + 64 * j + 32 + 4 * k));
       }
+    }
+    for (int x = 0; x < NX; ++x) {
+      isum[x] = _mm512_add_epi32(isum[x], _mm512_add_epi32(_mm512_mullo_epi32(lo[x], s.sa[j]),
+                                                           _mm512_mullo_epi32(hi[x], s.sb[j])));
     }
   }
   for (int l = 0; l < 4; ++l) prefetch_line_of<kPrefetch>(pf, l);  // d, dmin, the scales
