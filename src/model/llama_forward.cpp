@@ -62,11 +62,18 @@ Status LlamaRunner::validate(const BatchPlan& plan) const {
   return validate_plan(plan, max_tokens_, c_.n_vocab, kv_.config().block_size, kv_.config().n_blocks);
 }
 
-// x += proj over the batch's T rows.
-void LlamaRunner::add_residual(int64_t T) {
+// x += proj over the batch's T rows and, with a norm weight, xb = rmsnorm(x) for the block
+// after, in the same pass over the threads (a parallel region fewer per block: each one ends
+// with the threads waiting for the slowest).
+void LlamaRunner::add_residual(int64_t T, const float* norm_weight) {
   const int64_t dim = c_.dim;
   pool_.parallel_for(T, [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b * dim; i < e * dim; ++i) x_[i] += proj_[i];
+    for (int64_t t = b; t < e; ++t) {
+      float* x = &x_[t * dim];
+      const float* p = &proj_[t * dim];
+      for (int64_t i = 0; i < dim; ++i) x[i] += p[i];
+      if (norm_weight != nullptr) ops::rmsnorm(x, norm_weight, &xb_[t * dim], dim, c_.norm_eps);
+    }
   });
 }
 
@@ -97,7 +104,7 @@ Status LlamaRunner::forward(const BatchPlan& plan, float* logits) {
     const LlamaLayer& L = m_.layers[l];
 
     // Attention block: x += Wo · attention(RoPE(Wq·norm(x)), RoPE(Wk·norm(x)), Wv·norm(x))
-    rmsnorm_rows(L.attn_norm.data(), T);
+    if (l == 0) rmsnorm_rows(L.attn_norm.data(), T);  // later layers': with the residual before
     tap("attn_norm", l, xb_, T, dim);
     matmul_shared(pool_, {{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xb_.data(), T, mm_scratch_);
     tap("Qcur", l, q_, T, q_dim_);
@@ -121,11 +128,10 @@ Status LlamaRunner::forward(const BatchPlan& plan, float* logits) {
     tap("kqv_out", l, att_, T, q_dim_);
     matmul(pool_, L.wo, att_.data(), proj_.data(), T, mm_scratch_);
     tap("attn_out", l, proj_, T, dim);
-    add_residual(T);
+    add_residual(T, L.ffn_norm.data());
     tap("ffn_inp", l, x_, T, dim);
 
     // Feed-forward block: x += W_down · (silu(W_gate·norm(x)) * W_up·norm(x))
-    rmsnorm_rows(L.ffn_norm.data(), T);
     tap("ffn_norm", l, xb_, T, dim);
     matmul_shared(pool_, {{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}}, xb_.data(), T, mm_scratch_);
     tap("ffn_gate", l, gate_, T, c_.ffn_dim);
@@ -135,7 +141,7 @@ Status LlamaRunner::forward(const BatchPlan& plan, float* logits) {
     tap("ffn_swiglu", l, gate_, T, ffn);
     matmul(pool_, L.w_down, gate_.data(), proj_.data(), T, mm_scratch_);
     tap("ffn_out", l, proj_, T, dim);
-    add_residual(T);
+    add_residual(T, l + 1 < c_.n_layers ? m_.layers[l + 1].attn_norm.data() : nullptr);
     tap("l_out", l, x_, T, dim);
   }
 

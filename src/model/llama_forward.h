@@ -48,7 +48,7 @@ class LlamaRunner final : public ModelRunner {
   void attention(const BatchPlan& plan, int64_t layer);
   // xb = rmsnorm(x) * weight for the T batch rows, split across the threads.
   void rmsnorm_rows(const float* weight, int64_t T);
-  void add_residual(int64_t T);
+  void add_residual(int64_t T, const float* norm_weight);
   void tap(const char* name, int64_t layer, const AlignedVector<float>& buf, int64_t rows, int64_t cols) const {
     if (tap_) tap_(name, layer, buf.data(), rows, cols);
   }

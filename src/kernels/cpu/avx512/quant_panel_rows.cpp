@@ -45,9 +45,6 @@ inline void prefetch_line_of(const uint8_t* pf, int line) {
 // The tile's accumulators (16 rows of each token) between blocks.
 struct alignas(64) TileAcc {
   float v[kTile][R];
-  void zero(int nt) {
-    for (int x = 0; x < nt; ++x) _mm512_store_ps(v[x], _mm512_setzero_ps());
-  }
 };
 
 // ---- Q4_K ------------------------------------------------------------------------------------
@@ -130,10 +127,10 @@ inline void q4_k_pass(const uint8_t* blk, const Q4KScales& s, const BlockQ8_K* c
     ml = _mm512_dpbusd_epi32(ml, s.mn_hi, bcast32(dg[x]->l + 4));
     const __m512i mins = _mm512_add_epi32(_mm512_slli_epi32(mh, 6), ml);
     const __m512 ad = _mm512_set1_ps(a[x]->d);
-    _mm512_store_ps(acc[x], _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[x]), _mm512_mul_ps(s.d, ad),
-                                            _mm512_load_ps(acc[x])));
-    _mm512_store_ps(accm[x], _mm512_fmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(s.dmin, ad),
-                                             _mm512_load_ps(accm[x])));
+    const __m512 a0 = i == 0 ? _mm512_setzero_ps() : _mm512_load_ps(acc[x]);
+    const __m512 m0 = i == 0 ? _mm512_setzero_ps() : _mm512_load_ps(accm[x]);
+    _mm512_store_ps(acc[x], _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[x]), _mm512_mul_ps(s.d, ad), a0));
+    _mm512_store_ps(accm[x], _mm512_fmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(s.dmin, ad), m0));
   }
 }
 
@@ -281,8 +278,8 @@ void q4_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* x
       [&](int64_t p, int64_t x0, int nt, const BlockQ8_K* const* arow,
           const K4PanelAct(*digits)[kMaxK4Blocks], int64_t, int64_t) {
         const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
-        acc.zero(nt);
-        accm.zero(nt);
+        // Block 0 starts both accumulators from zero (q4_k_pass), where zeroing them first
+        // compiled to two memset calls per panel and tile.
         for (int64_t i = 0; i < nb; ++i) {
           const uint8_t* blk = w + i * kUnit;
           const Q4KScales s = q4_k_scales(blk);
