@@ -21,6 +21,12 @@ bool request_amx_permission() {
 CpuFeatures detect() {
   CpuFeatures f;
   unsigned a, b, c, d;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return f;
+  char vendor[13] = {};
+  std::memcpy(vendor, &b, 4);
+  std::memcpy(vendor + 4, &d, 4);
+  std::memcpy(vendor + 8, &c, 4);
+  f.amd = std::strcmp(vendor, "AuthenticAMD") == 0;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   bool osxsave = (c >> 27) & 1;
   bool avx = (c >> 28) & 1;

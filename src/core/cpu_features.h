@@ -17,6 +17,9 @@ struct CpuFeatures {
   // AMX tiles with BF16 products, enabled by the OS and permitted for this process
   // (arch_prctl XTILEDATA), so the kernels may execute them.
   bool amx_bf16 = false;
+  // AMD (cpuid vendor AuthenticAMD): where vpmulld is one multiply-port slot (Zen 4 / 5),
+  // against two on Intel's cores; the Q4_K batch kernel picks its scale multiply by it.
+  bool amd = false;
   // AVX2 + FMA + F16C: what the avx2 kernels are compiled for.
   bool has_avx2_set() const { return avx2 && fma && f16c; }
   // The avx512 kernel directory's flags.

@@ -83,7 +83,7 @@ inline Q4KScales q4_k_scales(const uint8_t* blk) {
   return s;
 }
 
-template <int NX, bool kPrefetch>
+template <int NX, bool kPrefetch, bool kMulScale>
 inline void q4_k_pass(const uint8_t* blk, const Q4KScales& s, const BlockQ8_K* const* arow,
                       const K4PanelAct (*digits)[kMaxK4Blocks], int64_t i, float (*acc)[R],
                       float (*accm)[R], const uint8_t* pf) {
@@ -97,26 +97,39 @@ inline void q4_k_pass(const uint8_t* blk, const Q4KScales& s, const BlockQ8_K* c
   __m512i isum[NX];
   for (int x = 0; x < NX; ++x) isum[x] = _mm512_setzero_si512();
   LL3_UNROLL for (int j = 0; j < 4; ++j) {
-    // Sub-blocks 2j (low nibbles) and 2j+1 (high): exact 32-bit sums over their 8 lines, then
-    // one vpmulld by the scale each. vpdpbusd, vpdpwssd and vpmulld share two ports, the
-    // kernel's limit (with the loads, also two per cycle: a broadcast per vpdpbusd); vpdpwssd on
-    // 16-bit half sums needed two multiplies per sub-block where this takes one (+8-10% in
-    // quant_gemv_bench gemm_panels Q4_K, 16 and 64 tokens, Zen 5, against the dpbusd peak).
-    __m512i lo[NX], hi[NX];
-    for (int x = 0; x < NX; ++x) lo[x] = hi[x] = _mm512_setzero_si512();
-    LL3_UNROLL for (int k = 0; k < 8; ++k) {
-      const __m512i q = _mm512_loadu_si512(blk + 256 + 64 * (8 * j + k));
-      prefetch_line_of<kPrefetch>(pf, 4 + 8 * j + k);
-      const __m512i ql = _mm512_and_si512(q, m0f), qh = _mm512_and_si512(_mm512_srli_epi16(q, 4), m0f);
-      for (int x = 0; x < NX; ++x) {
-        const uint8_t* aq = reinterpret_cast<const uint8_t*>(a[x]->qs);
-        lo[x] = _mm512_dpbusd_epi32(lo[x], ql, bcast32(aq + 64 * j + 4 * k));
-        hi[x] = _mm512_dpbusd_epi32(hi[x], qh, bcast32(aq + 64 * j + 32 + 4 * k));
+    // Sub-blocks 2j (low nibbles) and 2j+1 (high), each scaled by its 6-bit scale. vpdpbusd,
+    // vpdpwssd and vpmulld share two ports, the kernel's limit with the loads (also two per
+    // cycle: a broadcast per vpdpbusd). kMulScale (AMD): exact 32-bit sums over the
+    // sub-block's 8 lines, then one vpmulld each, one port slot on Zen 4 / 5. Otherwise
+    // (Intel, where vpmulld takes two slots): halves of 4 lines, whose sums of 16 products
+    // (nibble x int8, at most 16 * 15 * 128 < 2^15) fit the low 16 bits of their dwords, so one
+    // vpdpwssd against the scale (low word; 0 in the high one) multiplies and adds each. The
+    // same integers either way. gemm_panels Q4_K, 16 and 64 tokens, one thread, against the
+    // vpdpbusd peak: Zen 5 52% -> 56% with kMulScale; the ninth session's Xeon 231 -> 249 GOPS
+    // with vpdpwssd (docs/PERFORMANCE.md).
+    constexpr int kLines = kMulScale ? 8 : 4;
+    LL3_UNROLL for (int half = 0; half < 8 / kLines; ++half) {
+      __m512i lo[NX], hi[NX];
+      for (int x = 0; x < NX; ++x) lo[x] = hi[x] = _mm512_setzero_si512();
+      LL3_UNROLL for (int kk = 0; kk < kLines; ++kk) {
+        const int k = kLines * half + kk;
+        const __m512i q = _mm512_loadu_si512(blk + 256 + 64 * (8 * j + k));
+        prefetch_line_of<kPrefetch>(pf, 4 + 8 * j + k);
+        const __m512i ql = _mm512_and_si512(q, m0f), qh = _mm512_and_si512(_mm512_srli_epi16(q, 4), m0f);
+        for (int x = 0; x < NX; ++x) {
+          const uint8_t* aq = reinterpret_cast<const uint8_t*>(a[x]->qs);
+          lo[x] = _mm512_dpbusd_epi32(lo[x], ql, bcast32(aq + 64 * j + 4 * k));
+          hi[x] = _mm512_dpbusd_epi32(hi[x], qh, bcast32(aq + 64 * j + 32 + 4 * k));
+        }
       }
-    }
-    for (int x = 0; x < NX; ++x) {
-      isum[x] = _mm512_add_epi32(isum[x], _mm512_add_epi32(_mm512_mullo_epi32(lo[x], s.sa[j]),
-                                                           _mm512_mullo_epi32(hi[x], s.sb[j])));
+      for (int x = 0; x < NX; ++x) {
+        if constexpr (kMulScale) {
+          isum[x] = _mm512_add_epi32(isum[x], _mm512_add_epi32(_mm512_mullo_epi32(lo[x], s.sa[j]),
+                                                               _mm512_mullo_epi32(hi[x], s.sb[j])));
+        } else {
+          isum[x] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(isum[x], lo[x], s.sa[j]), hi[x], s.sb[j]);
+        }
+      }
     }
   }
   for (int l = 0; l < 4; ++l) prefetch_line_of<kPrefetch>(pf, l);  // d, dmin, the scales
@@ -263,10 +276,9 @@ inline void store_tile(const TileAcc& acc, int nt, float* y, size_t y_stride) {
   for (int x = 0; x < nt; ++x) _mm512_storeu_ps(y + x * y_stride, _mm512_load_ps(acc.v[x]));
 }
 
-}  // namespace
-
-void q4_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride,
-                              int64_t nx, int64_t n, float* y, size_t y_stride) {
+template <bool kMulScale>
+void q4_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
+                     float* y, size_t y_stride) {
   // One segment, the whole row (n <= kPanelRowsMaxCols): the two accumulators of
   // kernels/int_dot_order.h run over the row in one pass.
   constexpr size_t kUnit = R * sizeof(BlockQ4_K);
@@ -284,7 +296,7 @@ void q4_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* x
           const uint8_t* blk = w + i * kUnit;
           const Q4KScales s = q4_k_scales(blk);
           token_passes<8>(nt, [&]<int NX, bool kPf>(int x) {
-            q4_k_pass<NX, kPf>(blk, s, arow + x, digits + x, i, acc.v + x, accm.v + x, blk + kUnit);
+            q4_k_pass<NX, kPf, kMulScale>(blk, s, arow + x, digits + x, i, acc.v + x, accm.v + x, blk + kUnit);
           });
         }
         for (int x = 0; x < nt; ++x) {
@@ -292,6 +304,18 @@ void q4_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* x
                            _mm512_sub_ps(_mm512_load_ps(acc.v[x]), _mm512_load_ps(accm.v[x])));
         }
       });
+}
+
+}  // namespace
+
+void q4_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride,
+                              int64_t nx, int64_t n, float* y, size_t y_stride) {
+  q4_k_panel_rows<false>(panels, npanels, xq, stride, nx, n, y, y_stride);
+}
+
+void q4_k_dot_q8_k_panel_rows_mulld(const void* panels, int64_t npanels, const void* xq, size_t stride,
+                                    int64_t nx, int64_t n, float* y, size_t y_stride) {
+  q4_k_panel_rows<true>(panels, npanels, xq, stride, nx, n, y, y_stride);
 }
 
 void q6_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride,
