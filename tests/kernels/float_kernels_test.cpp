@@ -139,6 +139,36 @@ TEST(FloatKernels, Avx512ToFloatIsExact) {
   }
 }
 
+// F32 -> F16 rows (the F16 KV cache's store): the same bits as the reference for every input,
+// NaNs (one in a group sends the group to the reference) and values near the F16 range's ends
+// included.
+void check_f16_from_float(void (*f)(const float*, void*, int64_t)) {
+  std::mt19937 rng(21);
+  for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 33, 100, 4099}) {
+    std::vector<float> x(n);
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t bits = static_cast<uint32_t>(rng());
+      if (i % 3 == 1) bits = (bits & 0x80000000u) | (0x33000000u + bits % 0x15000000u);  // subnormal to overflow
+      if (i % 97 == 5) bits |= 0x7f800000u;  // NaN or infinity
+      std::memcpy(&x[i], &bits, 4);
+    }
+    std::vector<uint16_t> a(n), r(n);
+    f(x.data(), a.data(), n);
+    kernels::ref::f16_from_float(x.data(), r.data(), n);
+    EXPECT_EQ(a, r) << n;
+  }
+}
+
+TEST(FloatKernels, Avx2F16FromFloatMatchesReference) {
+  if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "no AVX2";
+  check_f16_from_float(kernels::avx2::f16_from_float);
+}
+
+TEST(FloatKernels, Avx512F16FromFloatMatchesReference) {
+  if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "no AVX-512";
+  check_f16_from_float(kernels::avx512::f16_from_float);
+}
+
 // The scalar half conversions against the hardware's (F16C), over every half value and many
 // floats including subnormals, ties and overflow.
 TEST(HalfConversions, MatchHardwareRounding) {

@@ -100,7 +100,11 @@ void matmul_q(ThreadPool& pool, const Group& units, const float* x, int64_t n, c
       if (W.panels) kernels::panel_act(W.type, scratch.xq, cols, scratch.panel_act + j * panel_act_bytes);
     }
   }
-  const int64_t chunk = std::max<int64_t>(1, row_chunk(pool, units.total() * P) / P);
+  // A batched step's panel costs n times a decode one, so its chunks are 4 times smaller: the
+  // last chunk a thread is busy with is what the other waits for at the barrier. 16-row steps
+  // (bench --parallel 16, alternated): with a neighbour slowing one core, 222-230 -> 233-244
+  // t/s, the main thread's wait 17 -> 8 us per parallel region; on a quiet host no change.
+  const int64_t chunk = std::max<int64_t>(1, row_chunk(pool, units.total() * P) / P / (n > 1 ? 4 : 1));
   auto split = [&](int t, int nt) { return units.split(t, nt); };
   pool.parallel_for_stealing(units.total(), chunk, split, [&](int64_t begin, int64_t end, int thread) {
     units.for_each(begin, end, [&](int j, int64_t u0, int64_t u1) {

@@ -102,6 +102,21 @@ void f16_to_float(const void* src, float* dst, int64_t n) {
   for (; i < n; ++i) dst[i] = f16_to_f32(s[i]);
 }
 
+// As avx2::f16_from_float, 16 at a time.
+void f16_from_float(const float* src, void* dst, int64_t n) {
+  uint16_t* d = static_cast<uint16_t*>(dst);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(src + i);
+    if (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) != 0) {
+      ref::f16_from_float(src + i, d + i, 16);
+      continue;
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  ref::f16_from_float(src + i, d + i, n - i);
+}
+
 void f16_to_bf16(const void* src, uint16_t* dst, int64_t n) {
   const uint16_t* s = static_cast<const uint16_t*>(src);
   int64_t i = 0;
