@@ -94,9 +94,25 @@ inline void q4_k_pass(const uint8_t* blk, const Q4KScales& s, const BlockQ8_K* c
     dg[x] = &digits[x][i];
   }
   const __m512i m0f = _mm512_set1_epi8(0x0f);
+  // The mins term first: it needs none of the sums below, so it fills the ports while the
+  // first lines load (1-3% in gemm_panels).
+  for (int x = 0; x < NX; ++x) {
+    __m512i mh = _mm512_dpbusd_epi32(_mm512_setzero_si512(), s.mn_lo, bcast32(dg[x]->h));
+    mh = _mm512_dpbusd_epi32(mh, s.mn_hi, bcast32(dg[x]->h + 4));
+    __m512i ml = _mm512_dpbusd_epi32(_mm512_setzero_si512(), s.mn_lo, bcast32(dg[x]->l));
+    ml = _mm512_dpbusd_epi32(ml, s.mn_hi, bcast32(dg[x]->l + 4));
+    const __m512i mins = _mm512_add_epi32(_mm512_slli_epi32(mh, 6), ml);
+    const __m512 ad = _mm512_set1_ps(a[x]->d);
+    const __m512 m0 = i == 0 ? _mm512_setzero_ps() : _mm512_load_ps(accm[x]);
+    _mm512_store_ps(accm[x], _mm512_fmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(s.dmin, ad), m0));
+  }
   __m512i isum[NX];
   for (int x = 0; x < NX; ++x) isum[x] = _mm512_setzero_si512();
-  LL3_UNROLL for (int j = 0; j < 4; ++j) {
+  // A loop, not unrolled: 4 copies of its body made the pass 7 KB of straight code, two of
+  // them per block (the first pass prefetches), and the core ran it 4-6% slower (gemm_panels
+  // Q4_K on Zen 5, alternated: 2048 x 512 x 16 489-526 -> 534-538 GOPS, 8192 x 256 x 16
+  // 457-481 -> 489-505).
+  LL3_ROLLED for (int j = 0; j < 4; ++j) {
     // Sub-blocks 2j (low nibbles) and 2j+1 (high), each scaled by its 6-bit scale. vpdpbusd,
     // vpdpwssd and vpmulld share two ports, the kernel's limit with the loads (also two per
     // cycle: a broadcast per vpdpbusd). kMulScale (AMD): exact 32-bit sums over the
@@ -134,16 +150,9 @@ inline void q4_k_pass(const uint8_t* blk, const Q4KScales& s, const BlockQ8_K* c
   }
   for (int l = 0; l < 4; ++l) prefetch_line_of<kPrefetch>(pf, l);  // d, dmin, the scales
   for (int x = 0; x < NX; ++x) {
-    __m512i mh = _mm512_dpbusd_epi32(_mm512_setzero_si512(), s.mn_lo, bcast32(dg[x]->h));
-    mh = _mm512_dpbusd_epi32(mh, s.mn_hi, bcast32(dg[x]->h + 4));
-    __m512i ml = _mm512_dpbusd_epi32(_mm512_setzero_si512(), s.mn_lo, bcast32(dg[x]->l));
-    ml = _mm512_dpbusd_epi32(ml, s.mn_hi, bcast32(dg[x]->l + 4));
-    const __m512i mins = _mm512_add_epi32(_mm512_slli_epi32(mh, 6), ml);
     const __m512 ad = _mm512_set1_ps(a[x]->d);
     const __m512 a0 = i == 0 ? _mm512_setzero_ps() : _mm512_load_ps(acc[x]);
-    const __m512 m0 = i == 0 ? _mm512_setzero_ps() : _mm512_load_ps(accm[x]);
     _mm512_store_ps(acc[x], _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[x]), _mm512_mul_ps(s.d, ad), a0));
-    _mm512_store_ps(accm[x], _mm512_fmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(s.dmin, ad), m0));
   }
 }
 
@@ -206,7 +215,9 @@ inline void q6_k_pass(const Q6KUnpacked& b, __m512 dw, const BlockQ8_K* const* a
     isum[x] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(corr, 5));
   }
   LL3_UNROLL for (int h = 0; h < 2; ++h) {
-    LL3_UNROLL for (int q = 0; q < 4; ++q) {
+    // Rolled for the same reason as Q4_K's loop over j: 2048 x 512 x 16 439-454 -> 441-456
+    // GOPS, 8192 x 256 x 16 426-431 -> 449-452.
+    LL3_ROLLED for (int q = 0; q < 4; ++q) {
       __m512i ul[NX], uh[NX];
       for (int x = 0; x < NX; ++x) ul[x] = uh[x] = _mm512_setzero_si512();
       LL3_UNROLL for (int t = 0; t < 4; ++t) {
