@@ -22,6 +22,9 @@ struct Q6PanelAct {
   uint8_t h[16], l[16];
 };
 
+// Kernels that need nothing besides the quants (for_panel_tiles then makes nothing).
+struct NoPanelAct {};
+
 // Q8_0: the activation block's scale as float and 128 times the sum of its quants (the panels
 // store the weights + 128).
 struct Q80PanelAct {

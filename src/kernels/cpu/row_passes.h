@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/panels.h"
 
@@ -103,7 +104,9 @@ void for_panel_tiles(DType t, int64_t npanels, size_t panel_bytes, const void* x
       for (int x = 0; x < nt; ++x) arow[x] = act_row<A>(xq, stride, x0 + x);
       for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {
         const int64_t s1 = std::min(nb, s0 + kSeg);
-        for (int x = 0; x < nt; ++x) panel_act(t, arow[x] + s0, (s1 - s0) * block_cols, digits[x]);
+        if constexpr (!std::is_empty_v<D>) {
+          for (int x = 0; x < nt; ++x) panel_act(t, arow[x] + s0, (s1 - s0) * block_cols, digits[x]);
+        }
         for (int64_t p = p0; p < p1; ++p) panel(p, x0, nt, arow, digits, s0, s1);
       }
     }

@@ -127,7 +127,7 @@ inline void q4_k_pass(const uint8_t* blk, const Q4KScales& s, const BlockQ8_K* c
     LL3_UNROLL for (int half = 0; half < 8 / kLines; ++half) {
       __m512i lo[NX], hi[NX];
       for (int x = 0; x < NX; ++x) lo[x] = hi[x] = _mm512_setzero_si512();
-      LL3_UNROLL for (int kk = 0; kk < kLines; ++kk) {
+      LL3_UNROLL_4 for (int kk = 0; kk < kLines; ++kk) {  // 4 lines a copy: 3-5% over 8
         const int k = kLines * half + kk;
         const __m512i q = _mm512_loadu_si512(blk + 256 + 64 * (8 * j + k));
         prefetch_line_of<kPrefetch>(pf, 4 + 8 * j + k);
@@ -159,24 +159,17 @@ inline void q4_k_pass(const uint8_t* blk, const Q4KScales& s, const BlockQ8_K* c
 // ---- Q6_K ------------------------------------------------------------------------------------
 // w = d * sc_g * (u - 32) per group g of 16 weights (see the decode kernel). A block's u are
 // assembled from ql and qh once, into bytes, for the whole tile.
-constexpr int64_t kQ6Seg = 32;  // activation blocks whose digits are prepared at a time (even)
+constexpr int64_t kQ6Seg = 32;  // blocks per segment (even); between segments acc goes through y
 
 struct alignas(64) Q6KUnpacked {
   __m512i u[2][2][16];  // [half h][low / high nibble lines][line kk]: 4 bytes of each row
   __m512i scale[16];    // group scales, sign-extended, one dword per row
-  __m512i sc[4];        // the 16 scale bytes as loaded (4 per dword)
-  __m512i c1;           // sum_g sc_g per row
 };
 
 inline void q6_k_unpack(const uint8_t* blk, Q6KUnpacked& b) {
-  const __m512i ones = _mm512_set1_epi8(1);
-  b.c1 = _mm512_setzero_si512();
-  LL3_UNROLL for (int q = 0; q < 4; ++q) {
-    b.sc[q] = _mm512_loadu_si512(blk + 64 * q);
-    b.c1 = _mm512_dpbusd_epi32(b.c1, ones, b.sc[q]);
-  }
   LL3_UNROLL for (int g = 0; g < 16; ++g) {
-    b.scale[g] = _mm512_srai_epi32(_mm512_slli_epi32(b.sc[g / 4], 24 - 8 * (g % 4)), 24);
+    const __m512i sc = _mm512_loadu_si512(blk + 64 * (g / 4));  // 4 scale bytes per dword
+    b.scale[g] = _mm512_srai_epi32(_mm512_slli_epi32(sc, 24 - 8 * (g % 4)), 24);
   }
   LL3_UNROLL for (int h = 0; h < 2; ++h) {
     const uint8_t* half = blk + 256 + 1536 * h;
@@ -193,33 +186,25 @@ inline void q6_k_unpack(const uint8_t* blk, Q6KUnpacked& b) {
 }
 
 template <int NX, bool kPrefetch>
-inline void q6_k_pass(const Q6KUnpacked& b, __m512 dw, const BlockQ8_K* const* arow,
-                      const Q6PanelAct (*digits)[kQ6Seg], int64_t i, int64_t s0, float (*acc)[R],
+inline void q6_k_pass(const Q6KUnpacked& b, __m512 dw, const BlockQ8_K* const* arow, int64_t i, float (*acc)[R],
                       const uint8_t* pf) {
   const BlockQ8_K* a[NX];
-  const Q6PanelAct* dg[NX];
-  for (int x = 0; x < NX; ++x) {
-    a[x] = arow[x] + i;
-    dg[x] = &digits[x][i - s0];
-  }
+  for (int x = 0; x < NX; ++x) a[x] = arow[x] + i;
   __m512i isum[NX];
-  for (int x = 0; x < NX; ++x) {
-    // The offset term: 32 * sum_g sc_g * bsum_g, bsum_g + 2048 as 64 h_g + l_g.
-    __m512i ch = _mm512_setzero_si512(), cl = ch;
-    LL3_UNROLL for (int q = 0; q < 4; ++q) {
-      ch = _mm512_dpbusd_epi32(ch, bcast32(dg[x]->h + 4 * q), b.sc[q]);
-      cl = _mm512_dpbusd_epi32(cl, bcast32(dg[x]->l + 4 * q), b.sc[q]);
-    }
-    const __m512i corr = _mm512_sub_epi32(_mm512_add_epi32(_mm512_slli_epi32(ch, 6), cl),
-                                          _mm512_slli_epi32(b.c1, 11));
-    isum[x] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(corr, 5));
-  }
+  for (int x = 0; x < NX; ++x) isum[x] = _mm512_setzero_si512();
   LL3_UNROLL for (int h = 0; h < 2; ++h) {
     // Rolled for the same reason as Q4_K's loop over j: 2048 x 512 x 16 439-454 -> 441-456
     // GOPS, 8192 x 256 x 16 426-431 -> 449-452.
     LL3_ROLLED for (int q = 0; q < 4; ++q) {
       __m512i ul[NX], uh[NX];
-      for (int x = 0; x < NX; ++x) ul[x] = uh[x] = _mm512_setzero_si512();
+      // Each group's sum starts at its offset term, -32 * bsum_g: then it is sum (u - 32) a,
+      // at most 16 * 32 * 128 in size, and no per-block correction is needed (8 vpdpbusd per
+      // token and block fewer on the multiply ports than with the offset as byte digits:
+      // gemm_panels Q6_K 449-460 -> 473-479 GOPS at 2048 x 512 x 16).
+      for (int x = 0; x < NX; ++x) {
+        ul[x] = _mm512_set1_epi32(-32 * a[x]->bsums[8 * h + q]);
+        uh[x] = _mm512_set1_epi32(-32 * a[x]->bsums[8 * h + 4 + q]);
+      }
       LL3_UNROLL for (int t = 0; t < 4; ++t) {
         const int kk = 4 * q + t;
         const __m512i lo = _mm512_load_si512(&b.u[h][0][kk]),
@@ -336,10 +321,10 @@ void q6_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* x
   const size_t panel_bytes = kUnit * static_cast<size_t>(nb / 2);
   Q6KUnpacked b;
   TileAcc acc;
-  for_panel_tiles<BlockQ8_K, Q6PanelAct, kQ6Seg>(
+  for_panel_tiles<BlockQ8_K, NoPanelAct, kQ6Seg>(
       DType::Q6_K, npanels, panel_bytes, xq, stride, nx, nb, kQKK,
       [&](int64_t p, int64_t x0, int nt, const BlockQ8_K* const* arow,
-          const Q6PanelAct(*digits)[kQ6Seg], int64_t s0, int64_t s1) {
+          const NoPanelAct(*)[kQ6Seg], int64_t s0, int64_t s1) {
         const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
         float* yp = y + x0 * y_stride + p * R;
         segment_start(acc, nt, yp, y_stride, s0 == 0);
@@ -351,7 +336,7 @@ void q6_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* x
           const __m512 dw = load_f16x16(unit + 32 * h2);
           // The next block's 52 lines (the next unit's first block one line further).
           token_passes<8>(nt, [&]<int NX, bool kPf>(int x) {
-            q6_k_pass<NX, kPf>(b, dw, arow + x, digits + x, i, s0, acc.v + x, blk + 3328);
+            q6_k_pass<NX, kPf>(b, dw, arow + x, i, acc.v + x, blk + 3328);
           });
         }
         store_tile(acc, nt, yp, y_stride);
