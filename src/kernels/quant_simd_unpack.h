@@ -20,15 +20,16 @@
 // otherwise, spilling the unpacked chunks to the stack and rebuilding constants every time.
 // GCC has no unroll(full); a count at least the trip count (every such loop here runs at most
 // 8 times) unrolls the loop completely.
-// LL3_ROLLED and LL3_UNROLL_4 keep loops as loops where full unrolling made the hot code too
-// big to run from the core's op cache (avx512/quant_panel_rows.cpp).
+// LL3_ROLLED and LL3_UNROLL_BY(n) keep loops as loops where full unrolling made the hot code
+// too big to run from the core's op cache (avx512/quant_panel_rows.cpp).
+#define LL3_PRAGMA(x) _Pragma(#x)
 #if defined(__clang__)
 #define LL3_UNROLL _Pragma("clang loop unroll(full)")
-#define LL3_UNROLL_4 _Pragma("clang loop unroll_count(4)")
+#define LL3_UNROLL_BY(n) LL3_PRAGMA(clang loop unroll_count(n))
 #define LL3_ROLLED _Pragma("clang loop unroll(disable)")
 #else
 #define LL3_UNROLL _Pragma("GCC unroll 16")
-#define LL3_UNROLL_4 _Pragma("GCC unroll 4")
+#define LL3_UNROLL_BY(n) LL3_PRAGMA(GCC unroll n)
 #define LL3_ROLLED _Pragma("GCC unroll 1")
 #endif
 

@@ -200,9 +200,11 @@ void check_panel_row_kernel(const Case& c, PanelRowKernel fn, PanelKernel decode
   const TypeTraits* tr = type_traits_ref(c.type);
   const TypeTraits* act = type_traits_ref(tr->vec_dot_type);
   const DTypeInfo wi = dtype_info(c.type), ai = dtype_info(tr->vec_dot_type);
-  // One unit; the 1B shapes; more blocks than the kernels prepare at a time.
+  // One unit; the 1B shapes; more blocks than the kernels prepare at a time; panels over
+  // 128 KB, which for_panel_tiles runs one at a time with more than one tile (the AVX-512 Q4_K
+  // kernel takes panels in pairs: one split between two runs).
   const int64_t unit = c.type == DType::Q8_0 ? 64 : 512;
-  for (int64_t cols : {unit, int64_t{2048}, c.type == DType::Q8_0 ? int64_t{8256} : int64_t{8704}}) {
+  for (int64_t cols : {unit, int64_t{2048}, c.type == DType::Q8_0 ? int64_t{8256} : int64_t{8704}, int64_t{16384}}) {
     for (bool quantized : {true, false}) {
       const int64_t rows = 3 * kPanelRows;
       const size_t rb = dtype_row_bytes(c.type, cols), xb = dtype_row_bytes(tr->vec_dot_type, cols);

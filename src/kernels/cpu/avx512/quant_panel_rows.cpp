@@ -127,7 +127,7 @@ inline void q4_k_pass(const uint8_t* blk, const Q4KScales& s, const BlockQ8_K* c
     LL3_UNROLL for (int half = 0; half < 8 / kLines; ++half) {
       __m512i lo[NX], hi[NX];
       for (int x = 0; x < NX; ++x) lo[x] = hi[x] = _mm512_setzero_si512();
-      LL3_UNROLL_4 for (int kk = 0; kk < kLines; ++kk) {  // 4 lines a copy: 3-5% over 8
+      LL3_UNROLL_BY(4) for (int kk = 0; kk < kLines; ++kk) {  // 4 lines a copy: 3-5% over 8
         const int k = kLines * half + kk;
         const __m512i q = _mm512_loadu_si512(blk + 256 + 64 * (8 * j + k));
         prefetch_line_of<kPrefetch>(pf, 4 + 8 * j + k);
@@ -153,6 +153,80 @@ inline void q4_k_pass(const uint8_t* blk, const Q4KScales& s, const BlockQ8_K* c
     const __m512 ad = _mm512_set1_ps(a[x]->d);
     const __m512 a0 = i == 0 ? _mm512_setzero_ps() : _mm512_load_ps(acc[x]);
     _mm512_store_ps(acc[x], _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[x]), _mm512_mul_ps(s.d, ad), a0));
+  }
+}
+
+// The same for two panels at once (the vpmulld form): each broadcast feeds both panels'
+// vpdpbusd, half the loads per multiply. Loads and the multiply ports had both been at their
+// limit; now the multiplies alone are. Passes of 4 tokens (16 + 8 accumulators; 8 tokens spill):
+// gemm_panels Q4_K, alternated 3 times, 2048 x 512 x 16 567-570 -> 589-600 GOPS, 8192 x 256 x 16
+// 520-526 -> 579. The eleventh session's attempt (fully unrolled) was slower in 16-token tiles:
+// the code was too big, like the one-panel pass's before its loop over j was rolled.
+template <int NX, bool kPrefetch>
+inline void q4_k_pass_pair(const uint8_t* const (&blk)[2], const Q4KScales (&sc)[2], const BlockQ8_K* const* arow,
+                           const K4PanelAct (*digits)[kMaxK4Blocks], int64_t i, TileAcc (&tacc)[2],
+                           TileAcc (&taccm)[2], int x0) {
+  const Q4KScales* s[2] = {&sc[0], &sc[1]};
+  float (*acc[2])[R] = {tacc[0].v + x0, tacc[1].v + x0};
+  float (*accm[2])[R] = {taccm[0].v + x0, taccm[1].v + x0};
+  arow += x0;
+  digits += x0;
+  const BlockQ8_K* a[NX];
+  const K4PanelAct* dg[NX];
+  for (int x = 0; x < NX; ++x) {
+    a[x] = arow[x] + i;
+    dg[x] = &digits[x][i];
+  }
+  const __m512i m0f = _mm512_set1_epi8(0x0f);
+  for (int x = 0; x < NX; ++x) {
+    const __m512i h0 = bcast32(dg[x]->h), h1 = bcast32(dg[x]->h + 4), l0 = bcast32(dg[x]->l), l1 = bcast32(dg[x]->l + 4);
+    const __m512 ad = _mm512_set1_ps(a[x]->d);
+    for (int p = 0; p < 2; ++p) {
+      __m512i mh = _mm512_dpbusd_epi32(_mm512_setzero_si512(), s[p]->mn_lo, h0);
+      mh = _mm512_dpbusd_epi32(mh, s[p]->mn_hi, h1);
+      __m512i ml = _mm512_dpbusd_epi32(_mm512_setzero_si512(), s[p]->mn_lo, l0);
+      ml = _mm512_dpbusd_epi32(ml, s[p]->mn_hi, l1);
+      const __m512i mins = _mm512_add_epi32(_mm512_slli_epi32(mh, 6), ml);
+      const __m512 m0 = i == 0 ? _mm512_setzero_ps() : _mm512_load_ps(accm[p][x]);
+      _mm512_store_ps(accm[p][x], _mm512_fmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(s[p]->dmin, ad), m0));
+    }
+  }
+  __m512i isum[2][NX];
+  for (int p = 0; p < 2; ++p)
+    for (int x = 0; x < NX; ++x) isum[p][x] = _mm512_setzero_si512();
+  LL3_ROLLED for (int j = 0; j < 4; ++j) {
+    __m512i lo[2][NX], hi[2][NX];
+    for (int p = 0; p < 2; ++p)
+      for (int x = 0; x < NX; ++x) lo[p][x] = hi[p][x] = _mm512_setzero_si512();
+    LL3_UNROLL_BY(2) for (int k = 0; k < 8; ++k) {  // by 2: 1-5% over by 4, over 8
+      __m512i ql[2], qh[2];
+      for (int p = 0; p < 2; ++p) {
+        const __m512i q = _mm512_loadu_si512(blk[p] + 256 + 64 * (8 * j + k));
+        prefetch_line_of<kPrefetch>(blk[p] + R * sizeof(BlockQ4_K), 4 + 8 * j + k);
+        ql[p] = _mm512_and_si512(q, m0f);
+        qh[p] = _mm512_and_si512(_mm512_srli_epi16(q, 4), m0f);
+      }
+      for (int x = 0; x < NX; ++x) {
+        const uint8_t* aq = reinterpret_cast<const uint8_t*>(a[x]->qs);
+        const __m512i bl = bcast32(aq + 64 * j + 4 * k), bh = bcast32(aq + 64 * j + 32 + 4 * k);
+        for (int p = 0; p < 2; ++p) {
+          lo[p][x] = _mm512_dpbusd_epi32(lo[p][x], ql[p], bl);
+          hi[p][x] = _mm512_dpbusd_epi32(hi[p][x], qh[p], bh);
+        }
+      }
+    }
+    for (int p = 0; p < 2; ++p)
+      for (int x = 0; x < NX; ++x)
+        isum[p][x] = _mm512_add_epi32(isum[p][x], _mm512_add_epi32(_mm512_mullo_epi32(lo[p][x], s[p]->sa[j]),
+                                                                    _mm512_mullo_epi32(hi[p][x], s[p]->sb[j])));
+  }
+  for (int p = 0; p < 2; ++p) {
+    for (int l = 0; l < 4; ++l) prefetch_line_of<kPrefetch>(blk[p] + R * sizeof(BlockQ4_K), l);
+    for (int x = 0; x < NX; ++x) {
+      const __m512 ad = _mm512_set1_ps(a[x]->d);
+      const __m512 a0 = i == 0 ? _mm512_setzero_ps() : _mm512_load_ps(acc[p][x]);
+      _mm512_store_ps(acc[p][x], _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[p][x]), _mm512_mul_ps(s[p]->d, ad), a0));
+    }
   }
 }
 
@@ -280,25 +354,46 @@ void q4_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t
   constexpr size_t kUnit = R * sizeof(BlockQ4_K);
   const int64_t nb = n / kQKK;
   const size_t panel_bytes = kUnit * static_cast<size_t>(nb);
-  TileAcc acc, accm;
+  TileAcc acc[2], accm[2];  // [panel of a pair]
   for_panel_tiles<BlockQ8_K, K4PanelAct, kMaxK4Blocks>(
       DType::Q4_K, npanels, panel_bytes, xq, stride, nx, nb, kQKK,
       [&](int64_t p, int64_t x0, int nt, const BlockQ8_K* const* arow,
           const K4PanelAct(*digits)[kMaxK4Blocks], int64_t, int64_t) {
         const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
+        // y = acc - accm for the tile's tokens, panel q from acc[k].
+        auto store = [&](int64_t q, int k) {
+          for (int x = 0; x < nt; ++x) {
+            _mm512_storeu_ps(y + (x0 + x) * y_stride + q * R,
+                             _mm512_sub_ps(_mm512_load_ps(acc[k].v[x]), _mm512_load_ps(accm[k].v[x])));
+          }
+        };
+        if constexpr (kMulScale) {
+          // Panels in pairs, p even with p + 1 (a pair split by a run of for_panel_tiles is
+          // still done once, in the first run); the last of an odd count alone.
+          if (p % 2 == 1) return;
+          if (p + 1 < npanels) {
+            for (int64_t i = 0; i < nb; ++i) {
+              const uint8_t* const blk[2] = {w + i * kUnit, w + panel_bytes + i * kUnit};
+              const Q4KScales s[2] = {q4_k_scales(blk[0]), q4_k_scales(blk[1])};
+              token_passes<4>(nt, [&]<int NX, bool kPf>(int x) {
+                q4_k_pass_pair<NX, kPf>(blk, s, arow, digits, i, acc, accm, x);
+              });
+            }
+            store(p, 0);
+            store(p + 1, 1);
+            return;
+          }
+        }
         // Block 0 starts both accumulators from zero (q4_k_pass), where zeroing them first
         // compiled to two memset calls per panel and tile.
         for (int64_t i = 0; i < nb; ++i) {
           const uint8_t* blk = w + i * kUnit;
           const Q4KScales s = q4_k_scales(blk);
           token_passes<8>(nt, [&]<int NX, bool kPf>(int x) {
-            q4_k_pass<NX, kPf, kMulScale>(blk, s, arow + x, digits + x, i, acc.v + x, accm.v + x, blk + kUnit);
+            q4_k_pass<NX, kPf, kMulScale>(blk, s, arow + x, digits + x, i, acc[0].v + x, accm[0].v + x, blk + kUnit);
           });
         }
-        for (int x = 0; x < nt; ++x) {
-          _mm512_storeu_ps(y + (x0 + x) * y_stride + p * R,
-                           _mm512_sub_ps(_mm512_load_ps(acc.v[x]), _mm512_load_ps(accm.v[x])));
-        }
+        store(p, 0);
       });
 }
 
