@@ -83,6 +83,20 @@ inline Q4KScales q4_k_scales(const uint8_t* blk) {
   return s;
 }
 
+// The mins term's integer sum per row, sum_t m_t * B_t, from B_t's two byte digits (broadcast:
+// h0 / h1 the high digits of sub-blocks 0-3 / 4-7, l0 / l1 the low ones).
+inline __m512i q4_k_min_sum(const Q4KScales& s, __m512i h0, __m512i h1, __m512i l0, __m512i l1) {
+  const __m512i mh = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), s.mn_lo, h0), s.mn_hi, h1);
+  const __m512i ml = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), s.mn_lo, l0), s.mn_hi, l1);
+  return _mm512_add_epi32(_mm512_slli_epi32(mh, 6), ml);
+}
+
+// acc = fma(isum, scale, acc) for block i, the chain of kernels/int_dot_order.h starting at 0.
+inline void fma_block(float* acc, __m512i isum, __m512 scale, int64_t i) {
+  const __m512 a0 = i == 0 ? _mm512_setzero_ps() : _mm512_load_ps(acc);
+  _mm512_store_ps(acc, _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, a0));
+}
+
 template <int NX, bool kPrefetch, bool kMulScale>
 inline void q4_k_pass(const uint8_t* blk, const Q4KScales& s, const BlockQ8_K* const* arow,
                       const K4PanelAct (*digits)[kMaxK4Blocks], int64_t i, float (*acc)[R],
@@ -97,14 +111,9 @@ inline void q4_k_pass(const uint8_t* blk, const Q4KScales& s, const BlockQ8_K* c
   // The mins term first: it needs none of the sums below, so it fills the ports while the
   // first lines load (1-3% in gemm_panels).
   for (int x = 0; x < NX; ++x) {
-    __m512i mh = _mm512_dpbusd_epi32(_mm512_setzero_si512(), s.mn_lo, bcast32(dg[x]->h));
-    mh = _mm512_dpbusd_epi32(mh, s.mn_hi, bcast32(dg[x]->h + 4));
-    __m512i ml = _mm512_dpbusd_epi32(_mm512_setzero_si512(), s.mn_lo, bcast32(dg[x]->l));
-    ml = _mm512_dpbusd_epi32(ml, s.mn_hi, bcast32(dg[x]->l + 4));
-    const __m512i mins = _mm512_add_epi32(_mm512_slli_epi32(mh, 6), ml);
-    const __m512 ad = _mm512_set1_ps(a[x]->d);
-    const __m512 m0 = i == 0 ? _mm512_setzero_ps() : _mm512_load_ps(accm[x]);
-    _mm512_store_ps(accm[x], _mm512_fmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(s.dmin, ad), m0));
+    const __m512i mins = q4_k_min_sum(s, bcast32(dg[x]->h), bcast32(dg[x]->h + 4), bcast32(dg[x]->l),
+                                      bcast32(dg[x]->l + 4));
+    fma_block(accm[x], mins, _mm512_mul_ps(s.dmin, _mm512_set1_ps(a[x]->d)), i);
   }
   __m512i isum[NX];
   for (int x = 0; x < NX; ++x) isum[x] = _mm512_setzero_si512();
@@ -149,11 +158,7 @@ inline void q4_k_pass(const uint8_t* blk, const Q4KScales& s, const BlockQ8_K* c
     }
   }
   for (int l = 0; l < 4; ++l) prefetch_line_of<kPrefetch>(pf, l);  // d, dmin, the scales
-  for (int x = 0; x < NX; ++x) {
-    const __m512 ad = _mm512_set1_ps(a[x]->d);
-    const __m512 a0 = i == 0 ? _mm512_setzero_ps() : _mm512_load_ps(acc[x]);
-    _mm512_store_ps(acc[x], _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[x]), _mm512_mul_ps(s.d, ad), a0));
-  }
+  for (int x = 0; x < NX; ++x) fma_block(acc[x], isum[x], _mm512_mul_ps(s.d, _mm512_set1_ps(a[x]->d)), i);
 }
 
 // The same for two panels at once (the vpmulld form): each broadcast feeds both panels'
@@ -166,29 +171,18 @@ template <int NX, bool kPrefetch>
 inline void q4_k_pass_pair(const uint8_t* const (&blk)[2], const Q4KScales (&sc)[2], const BlockQ8_K* const* arow,
                            const K4PanelAct (*digits)[kMaxK4Blocks], int64_t i, TileAcc (&tacc)[2],
                            TileAcc (&taccm)[2], int x0) {
-  const Q4KScales* s[2] = {&sc[0], &sc[1]};
-  float (*acc[2])[R] = {tacc[0].v + x0, tacc[1].v + x0};
-  float (*accm[2])[R] = {taccm[0].v + x0, taccm[1].v + x0};
-  arow += x0;
-  digits += x0;
   const BlockQ8_K* a[NX];
   const K4PanelAct* dg[NX];
   for (int x = 0; x < NX; ++x) {
-    a[x] = arow[x] + i;
-    dg[x] = &digits[x][i];
+    a[x] = arow[x0 + x] + i;
+    dg[x] = &digits[x0 + x][i];
   }
   const __m512i m0f = _mm512_set1_epi8(0x0f);
   for (int x = 0; x < NX; ++x) {
     const __m512i h0 = bcast32(dg[x]->h), h1 = bcast32(dg[x]->h + 4), l0 = bcast32(dg[x]->l), l1 = bcast32(dg[x]->l + 4);
     const __m512 ad = _mm512_set1_ps(a[x]->d);
     for (int p = 0; p < 2; ++p) {
-      __m512i mh = _mm512_dpbusd_epi32(_mm512_setzero_si512(), s[p]->mn_lo, h0);
-      mh = _mm512_dpbusd_epi32(mh, s[p]->mn_hi, h1);
-      __m512i ml = _mm512_dpbusd_epi32(_mm512_setzero_si512(), s[p]->mn_lo, l0);
-      ml = _mm512_dpbusd_epi32(ml, s[p]->mn_hi, l1);
-      const __m512i mins = _mm512_add_epi32(_mm512_slli_epi32(mh, 6), ml);
-      const __m512 m0 = i == 0 ? _mm512_setzero_ps() : _mm512_load_ps(accm[p][x]);
-      _mm512_store_ps(accm[p][x], _mm512_fmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(s[p]->dmin, ad), m0));
+      fma_block(taccm[p].v[x0 + x], q4_k_min_sum(sc[p], h0, h1, l0, l1), _mm512_mul_ps(sc[p].dmin, ad), i);
     }
   }
   __m512i isum[2][NX];
@@ -217,15 +211,13 @@ inline void q4_k_pass_pair(const uint8_t* const (&blk)[2], const Q4KScales (&sc)
     }
     for (int p = 0; p < 2; ++p)
       for (int x = 0; x < NX; ++x)
-        isum[p][x] = _mm512_add_epi32(isum[p][x], _mm512_add_epi32(_mm512_mullo_epi32(lo[p][x], s[p]->sa[j]),
-                                                                    _mm512_mullo_epi32(hi[p][x], s[p]->sb[j])));
+        isum[p][x] = _mm512_add_epi32(isum[p][x], _mm512_add_epi32(_mm512_mullo_epi32(lo[p][x], sc[p].sa[j]),
+                                                                    _mm512_mullo_epi32(hi[p][x], sc[p].sb[j])));
   }
   for (int p = 0; p < 2; ++p) {
     for (int l = 0; l < 4; ++l) prefetch_line_of<kPrefetch>(blk[p] + R * sizeof(BlockQ4_K), l);
     for (int x = 0; x < NX; ++x) {
-      const __m512 ad = _mm512_set1_ps(a[x]->d);
-      const __m512 a0 = i == 0 ? _mm512_setzero_ps() : _mm512_load_ps(acc[p][x]);
-      _mm512_store_ps(acc[p][x], _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[p][x]), _mm512_mul_ps(s[p]->d, ad), a0));
+      fma_block(tacc[p].v[x0 + x], isum[p][x], _mm512_mul_ps(sc[p].d, _mm512_set1_ps(a[x]->d)), i);
     }
   }
 }
