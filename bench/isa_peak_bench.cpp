@@ -74,10 +74,52 @@ __attribute__((target("avx512f,avx512vnni"))) void int_zmm(benchmark::State& sta
   report(state, kOp == 0 ? 64 : kOp == 1 ? 32 : 16, "Gmul/s");  // multiplies per instruction
 }
 
+// The AVX2 building blocks of the kernels for CPUs without VNNI (avx2/): FP32 FMA, and the
+// u8 x s8 pairs to int16 (vpmaddubsw) and int16 pairs to int32 (vpmaddwd) that replace vpdpbusd.
+__attribute__((target("avx2,fma"))) void fma_ymm(benchmark::State& state) {
+  if (!ll3::cpu_features().avx2) return state.SkipWithError("no AVX2");
+#define LL3_YDECL(i) __m256 a##i = _mm256_set1_ps(0.5f + i);
+  LL3_R12(LL3_YDECL)
+  const __m256 m = _mm256_set1_ps(0.5f), c = _mm256_set1_ps(0.5f);
+  for (auto _ : state) {
+    for (int64_t n = 0; n < kIters; ++n) {
+#define LL3_YFMA(i) a##i = _mm256_fmadd_ps(a##i, m, c);
+      LL3_R12(LL3_YFMA)
+      __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5), "+x"(a6), "+x"(a7), "+x"(a8),
+                       "+x"(a9), "+x"(a10), "+x"(a11));
+    }
+  }
+  report(state, 16, "GFLOP/s");  // 8 lanes x (multiply + add)
+}
+
+template <int kOp>  // 0: vpmaddubsw, 1: vpmaddwd, 2: vpaddw
+__attribute__((target("avx2"))) void int_ymm(benchmark::State& state) {
+  if (!ll3::cpu_features().avx2) return state.SkipWithError("no AVX2");
+#define LL3_YIDECL(i) __m256i a##i = _mm256_set1_epi32(i);
+  LL3_R12(LL3_YIDECL)
+  const __m256i x = _mm256_set1_epi8(3);
+  for (auto _ : state) {
+    for (int64_t n = 0; n < kIters; ++n) {
+#define LL3_YINT(i)                                                 \
+  if constexpr (kOp == 0) a##i = _mm256_maddubs_epi16(a##i, x);     \
+  else if constexpr (kOp == 1) a##i = _mm256_madd_epi16(a##i, x);   \
+  else a##i = _mm256_add_epi16(a##i, x);
+      LL3_R12(LL3_YINT)
+      __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5), "+x"(a6), "+x"(a7), "+x"(a8),
+                       "+x"(a9), "+x"(a10), "+x"(a11));
+    }
+  }
+  report(state, kOp == 0 ? 32 : kOp == 1 ? 16 : 16, "Gmul/s");  // products (adds) per instruction
+}
+
 BENCHMARK(fma_zmm)->Unit(benchmark::kMillisecond);
 BENCHMARK(dpbf16_zmm)->Unit(benchmark::kMillisecond);
 BENCHMARK_TEMPLATE(int_zmm, 0)->Name("vpdpbusd_zmm")->Unit(benchmark::kMillisecond);
 BENCHMARK_TEMPLATE(int_zmm, 1)->Name("vpdpwssd_zmm")->Unit(benchmark::kMillisecond);
 BENCHMARK_TEMPLATE(int_zmm, 2)->Name("vpmulld_zmm")->Unit(benchmark::kMillisecond);
+BENCHMARK(fma_ymm)->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(int_ymm, 0)->Name("vpmaddubsw_ymm")->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(int_ymm, 1)->Name("vpmaddwd_ymm")->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(int_ymm, 2)->Name("vpaddw_ymm")->Unit(benchmark::kMillisecond);
 
 }  // namespace
