@@ -29,7 +29,8 @@ constexpr int R = static_cast<int>(kPanelRows);
 }  // namespace
 
 // ---- Q4_K x Q8_K ----------------------------------------------------------------------------
-// As the AVX-512 kernel. The int16 sums: a sub-block's 32 weights (<= 15) times activations
+// As the AVX-512 kernel, both halves of the panel in one pass (as Q6_K below: one broadcast
+// per two vpmaddubsw). The int16 sums: a sub-block's 32 weights (<= 15) times activations
 // (|a| <= 127) give 16 products per lane, <= 30480; the mins' digit products <= 2 * 2 * 63 * 64.
 void q4_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, const void* act, int64_t n,
                           float* y) {
@@ -52,29 +53,38 @@ void q4_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, c
       prefetch_line(blk + 192);
       const uint8_t* aq = reinterpret_cast<const uint8_t*>(a[i].qs);
       const auto& dg = digits[i];
+      __m256i sc_lo[2], sc_hi[2], isum[2];
       for (int h = 0; h < 2; ++h) {
-        const __m256i sc0 = load_half(blk + 64, h), sc1 = load_half(blk + 128, h), sc2 = load_half(blk + 192, h);
-        const __m256i sc_lo = _mm256_and_si256(sc0, m3f);
+        const __m256i sc0 = load_half(blk + 64, h), sc2 = load_half(blk + 192, h);
+        sc_lo[h] = _mm256_and_si256(sc0, m3f);
+        sc_hi[h] = _mm256_or_si256(_mm256_and_si256(sc2, m0f),
+                                   _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(sc0, 6), m03), 4));
+        isum[h] = _mm256_setzero_si256();
+      }
+      for (int j = 0; j < 4; ++j) {
+        __m256i lo[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, hi[2] = {lo[0], lo[0]};
+        for (int k = 0; k < 8; ++k) {
+          const uint8_t* line = blk + 256 + 64 * (8 * j + k);
+          prefetch_line(line);
+          const __m256i al = bcast32(aq + 64 * j + 4 * k), ah = bcast32(aq + 64 * j + 32 + 4 * k);
+          for (int h = 0; h < 2; ++h) {
+            const __m256i q = load_half(line, h);
+            lo[h] = _mm256_add_epi16(lo[h], _mm256_maddubs_epi16(_mm256_and_si256(q, m0f), al));
+            hi[h] = _mm256_add_epi16(hi[h], _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m0f), ah));
+          }
+        }
+        for (int h = 0; h < 2; ++h) {
+          const __m256i scv = j < 2 ? sc_lo[h] : sc_hi[h];
+          isum[h] = _mm256_add_epi32(isum[h], _mm256_madd_epi16(lo[h], simd::byte_to_pair16(scv, 2 * (j & 1))));
+          isum[h] = _mm256_add_epi32(isum[h], _mm256_madd_epi16(hi[h], simd::byte_to_pair16(scv, 2 * (j & 1) + 1)));
+        }
+      }
+      const __m256 ad = _mm256_set1_ps(a[i].d);
+      for (int h = 0; h < 2; ++h) {
+        const __m256i sc1 = load_half(blk + 128, h), sc2 = load_half(blk + 192, h);
         const __m256i mn_lo = _mm256_and_si256(sc1, m3f);
-        const __m256i sc_hi = _mm256_or_si256(_mm256_and_si256(sc2, m0f),
-                                              _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(sc0, 6), m03), 4));
         const __m256i mn_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(sc2, 4), m0f),
                                               _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(sc1, 6), m03), 4));
-        __m256i isum = _mm256_setzero_si256();
-        for (int j = 0; j < 4; ++j) {
-          __m256i lo = _mm256_setzero_si256(), hi = lo;
-          for (int k = 0; k < 8; ++k) {
-            const uint8_t* line = blk + 256 + 64 * (8 * j + k);
-            if (h == 0) prefetch_line(line);
-            const __m256i q = load_half(line, h);
-            lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(_mm256_and_si256(q, m0f), bcast32(aq + 64 * j + 4 * k)));
-            hi = _mm256_add_epi16(
-                hi, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m0f), bcast32(aq + 64 * j + 32 + 4 * k)));
-          }
-          const __m256i scv = j < 2 ? sc_lo : sc_hi;
-          isum = _mm256_add_epi32(isum, _mm256_madd_epi16(lo, simd::byte_to_pair16(scv, 2 * (j & 1))));
-          isum = _mm256_add_epi32(isum, _mm256_madd_epi16(hi, simd::byte_to_pair16(scv, 2 * (j & 1) + 1)));
-        }
         const __m256i mh = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(mn_lo, bcast32(dg.h)),
                                                               _mm256_maddubs_epi16(mn_hi, bcast32(dg.h + 4))),
                                              ones16);
@@ -82,8 +92,7 @@ void q4_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, c
                                                               _mm256_maddubs_epi16(mn_hi, bcast32(dg.l + 4))),
                                              ones16);
         const __m256i mins = _mm256_add_epi32(_mm256_slli_epi32(mh, 6), ml);
-        const __m256 ad = _mm256_set1_ps(a[i].d);
-        acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(load_f16x8(blk, h), ad), acc[h]);
+        acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[h]), _mm256_mul_ps(load_f16x8(blk, h), ad), acc[h]);
         acc_min[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_mul_ps(load_f16x8(blk + 32, h), ad), acc_min[h]);
       }
     }
@@ -92,9 +101,12 @@ void q4_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, c
 }
 
 // ---- Q6_K x Q8_K ----------------------------------------------------------------------------
-// As the AVX-512 kernel. The int16 sums: two vpmaddubsw of 6-bit weights (<= 63) times
-// activations (|a| <= 127) per lane, <= 32004, widened with the group scale by vpmaddwd; the
-// bsum correction's digit products, two scale lines' worth, <= 2 * 2 * 63 * 128.
+// As the AVX-512 kernel, with both halves of the panel (rows 0-7, 8-15) in one pass so that
+// each activation broadcast feeds two vpmaddubsw (on Zen 3 a vpbroadcastd from memory takes a
+// vector pipe besides its load: halves in turn, this kernel streamed 5.5-8.7 GB/s on one core).
+// The int16 sums: two vpmaddubsw of 6-bit weights (<= 63) times activations (|a| <= 127) per
+// lane, <= 32004, widened with the group scale by vpmaddwd; the offset term's digit products,
+// two scale lines' worth, <= 2 * 2 * 63 * 128.
 void q6_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, const void* act, int64_t n,
                           float* y) {
   constexpr size_t kUnit = R * 2 * sizeof(BlockQ6_K);
@@ -114,46 +126,59 @@ void q6_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, c
       const auto& dg = digits[i];
       if (h2 == 0) prefetch_line(unit);
       for (int s = 0; s < 4; ++s) prefetch_line(blk + 64 * s);
-      const __m256 ad = _mm256_set1_ps(a[i].d);
+      __m256i isum[2];
       for (int hf = 0; hf < 2; ++hf) {
         // Two scale lines' digit products per int16 lane (<= 2 * 2 * 63 * 128) before widening.
-        __m256i sc[4], ch = _mm256_setzero_si256(), cl = ch, c1 = ch;
+        __m256i ch = _mm256_setzero_si256(), cl = ch, c1 = ch;
         for (int s = 0; s < 4; s += 2) {
-          sc[s] = load_half(blk + 64 * s, hf);
-          sc[s + 1] = load_half(blk + 64 * (s + 1), hf);
-          const __m256i h16 = _mm256_add_epi16(_mm256_maddubs_epi16(bcast32(dg.h + 4 * s), sc[s]),
-                                               _mm256_maddubs_epi16(bcast32(dg.h + 4 * s + 4), sc[s + 1]));
-          const __m256i l16 = _mm256_add_epi16(_mm256_maddubs_epi16(bcast32(dg.l + 4 * s), sc[s]),
-                                               _mm256_maddubs_epi16(bcast32(dg.l + 4 * s + 4), sc[s + 1]));
+          const __m256i sc0 = load_half(blk + 64 * s, hf), sc1 = load_half(blk + 64 * (s + 1), hf);
+          const __m256i h16 = _mm256_add_epi16(_mm256_maddubs_epi16(bcast32(dg.h + 4 * s), sc0),
+                                               _mm256_maddubs_epi16(bcast32(dg.h + 4 * s + 4), sc1));
+          const __m256i l16 = _mm256_add_epi16(_mm256_maddubs_epi16(bcast32(dg.l + 4 * s), sc0),
+                                               _mm256_maddubs_epi16(bcast32(dg.l + 4 * s + 4), sc1));
           ch = _mm256_add_epi32(ch, _mm256_madd_epi16(h16, ones16));
           cl = _mm256_add_epi32(cl, _mm256_madd_epi16(l16, ones16));
-          c1 = _mm256_add_epi16(c1, _mm256_add_epi16(_mm256_maddubs_epi16(ones8, sc[s]), _mm256_maddubs_epi16(ones8, sc[s + 1])));
+          c1 = _mm256_add_epi16(c1, _mm256_add_epi16(_mm256_maddubs_epi16(ones8, sc0), _mm256_maddubs_epi16(ones8, sc1)));
         }
         const __m256i corr = _mm256_sub_epi32(_mm256_add_epi32(_mm256_slli_epi32(ch, 6), cl),
                                               _mm256_slli_epi32(_mm256_madd_epi16(c1, ones16), 11));
-        __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5));
-        for (int h = 0; h < 2; ++h) {
-          const uint8_t* half = blk + 256 + 1536 * h;
-          for (int q = 0; q < 4; ++q) {
+        isum[hf] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5));
+      }
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t* half = blk + 256 + 1536 * h;
+        // Unrolled: the scale byte's shifts are then immediates (rolled, this pass ran at half
+        // the speed, gemv_panels Q6_K 2048 x 512: 9.2 against 14.9 GB/s, medians of 5).
+        LL3_UNROLL for (int q = 0; q < 4; ++q) {
+          // Group scales (bytes g % 4 of scale dword g / 4), sign-extended, as int16 pairs.
+          const int gl = 8 * h + q, gh = 8 * h + 4 + q;
+          __m256i sl16[2], sh16[2];
+          for (int hf = 0; hf < 2; ++hf) {
+            const __m256i sl = _mm256_srai_epi32(_mm256_slli_epi32(load_half(blk + 64 * (gl / 4), hf), 24 - 8 * (gl % 4)), 24);
+            const __m256i sh = _mm256_srai_epi32(_mm256_slli_epi32(load_half(blk + 64 * (gh / 4), hf), 24 - 8 * (gh % 4)), 24);
+            sl16[hf] = _mm256_or_si256(_mm256_and_si256(sl, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(sl, 16));
+            sh16[hf] = _mm256_or_si256(_mm256_and_si256(sh, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(sh, 16));
+          }
+          for (int t0 = 0; t0 < 4; t0 += 2) {  // two lines' products per int16 lane, then widened
             __m256i ul[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, uh[2] = {ul[0], ul[0]};
-            for (int t = 0; t < 4; ++t) {
+            for (int t = t0; t < t0 + 2; ++t) {
               const int kk = 4 * q + t;
-              __m256i lo, hi;
-              q6_k_line(half, kk, hf, lo, hi);
-              ul[t / 2] = _mm256_add_epi16(ul[t / 2], _mm256_maddubs_epi16(lo, bcast32(aq + 128 * h + 4 * kk)));
-              uh[t / 2] = _mm256_add_epi16(uh[t / 2], _mm256_maddubs_epi16(hi, bcast32(aq + 128 * h + 64 + 4 * kk)));
+              const __m256i al = bcast32(aq + 128 * h + 4 * kk), ah = bcast32(aq + 128 * h + 64 + 4 * kk);
+              for (int hf = 0; hf < 2; ++hf) {
+                __m256i lo, hi;
+                q6_k_line(half, kk, hf, lo, hi);
+                ul[hf] = _mm256_add_epi16(ul[hf], _mm256_maddubs_epi16(lo, al));
+                uh[hf] = _mm256_add_epi16(uh[hf], _mm256_maddubs_epi16(hi, ah));
+              }
             }
-            // Group scales, sign-extended from byte g % 4 of scale dword g / 4, as int16 pairs.
-            const int gl = 8 * h + q, gh = 8 * h + 4 + q;
-            const __m256i sl = _mm256_srai_epi32(_mm256_slli_epi32(sc[gl / 4], 24 - 8 * (gl % 4)), 24);
-            const __m256i sh = _mm256_srai_epi32(_mm256_slli_epi32(sc[gh / 4], 24 - 8 * (gh % 4)), 24);
-            const __m256i sl16 = _mm256_or_si256(_mm256_and_si256(sl, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(sl, 16));
-            const __m256i sh16 = _mm256_or_si256(_mm256_and_si256(sh, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(sh, 16));
-            isum = _mm256_add_epi32(isum, _mm256_add_epi32(_mm256_madd_epi16(ul[0], sl16), _mm256_madd_epi16(ul[1], sl16)));
-            isum = _mm256_add_epi32(isum, _mm256_add_epi32(_mm256_madd_epi16(uh[0], sh16), _mm256_madd_epi16(uh[1], sh16)));
+            for (int hf = 0; hf < 2; ++hf) {
+              isum[hf] = _mm256_add_epi32(isum[hf], _mm256_add_epi32(_mm256_madd_epi16(ul[hf], sl16[hf]), _mm256_madd_epi16(uh[hf], sh16[hf])));
+            }
           }
         }
-        acc[hf] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(load_f16x8(unit + 32 * h2, hf), ad), acc[hf]);
+      }
+      const __m256 ad = _mm256_set1_ps(a[i].d);
+      for (int hf = 0; hf < 2; ++hf) {
+        acc[hf] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[hf]), _mm256_mul_ps(load_f16x8(unit + 32 * h2, hf), ad), acc[hf]);
       }
     }
     for (int hf = 0; hf < 2; ++hf) _mm256_storeu_ps(y + p * R + 8 * hf, acc[hf]);
