@@ -1,12 +1,11 @@
 // AVX2 prompt / batched-decode kernels of Q4_K and Q6_K panels (TypeTraits::dot_q_panel_rows),
-// tiled as their AVX-512 counterparts (avx512/quant_panel_rows.cpp): each half block (8 rows)
-// is unpacked once, into an L1 buffer (Q4_K's nibbles, Q6_K's 6-bit values as bytes, the
+// tiled as their AVX-512 counterparts (avx512/quant_panel_rows.cpp): each block of a panel (16
+// rows) is unpacked once, into an L1 buffer (Q4_K's nibbles, Q6_K's 6-bit values as bytes, the
 // scales as vpmaddwd factors), for a tile of up to 16 tokens, then applied in register passes
-// of 4 tokens with the accumulators in L1. Unpacking again for every 4 tokens was most of the
-// old Q6_K kernel's work, and the old Q4_K kernel's 20 live vectors spilled from AVX2's 16
-// registers. The integer sums are grouped exactly as in the decode kernels (int16 lanes with
-// the bounds noted there, widened by vpmaddwd), so the results are bit-identical to them
-// (kernels/int_dot_order.h).
+// of 2 tokens over both halves of the panel, with the accumulators in L1. Unpacking again for
+// every pass was most of the old Q6_K kernel's work. The integer sums are grouped exactly as
+// in the decode kernels (int16 lanes with the bounds noted there, widened by vpmaddwd), so the
+// results are bit-identical to them (kernels/int_dot_order.h).
 #include <immintrin.h>
 
 #include <algorithm>
