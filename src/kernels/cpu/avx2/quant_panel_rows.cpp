@@ -91,14 +91,7 @@ inline void q4_k_pass(const Q4KBlock& b, const BlockQ8_K* const* arow,
       const __m256i* w = b.q[j][k];
       for (int x = 0; x < NX; ++x) {
         const uint8_t* aq = reinterpret_cast<const uint8_t*>((arow[x] + i)->qs) + 64 * j + 4 * k;
-        const __m256i al = bcast32(aq), ah = bcast32(aq + 32);
-        lo[x][0] = _mm256_add_epi16(lo[x][0], _mm256_maddubs_epi16(_mm256_load_si256(w + 0), al));
-        lo[x][1] = _mm256_add_epi16(lo[x][1], _mm256_maddubs_epi16(_mm256_load_si256(w + 1), al));
-        hi[x][0] = _mm256_add_epi16(hi[x][0], _mm256_maddubs_epi16(_mm256_load_si256(w + 2), ah));
-        hi[x][1] = _mm256_add_epi16(hi[x][1], _mm256_maddubs_epi16(_mm256_load_si256(w + 3), ah));
-        // Each sum in its own chain, in order: left free, the compiler re-associates them into
-        // longer trees and spills (gemm_panels Q4_K 2048 x 512 x 16: 114-126 -> 135-142 GOPS).
-        __asm__("" : "+x"(lo[x][0]), "+x"(lo[x][1]), "+x"(hi[x][0]), "+x"(hi[x][1]));
+        madd_line_both_halves(w, bcast32(aq), bcast32(aq + 32), lo[x], hi[x]);
       }
     }
     for (int x = 0; x < NX; ++x) {
@@ -152,8 +145,7 @@ inline void q6_k_unpack(const uint8_t* blk, Q6KBlock& b) {
                          _mm256_add_epi16(_mm256_maddubs_epi16(ones8, b.sc[hf][2]), _mm256_maddubs_epi16(ones8, b.sc[hf][3]))),
         ones16);
     LL3_UNROLL for (int g = 0; g < 16; ++g) {
-      const __m256i s = _mm256_srai_epi32(_mm256_slli_epi32(b.sc[hf][g / 4], 24 - 8 * (g % 4)), 24);
-      b.s16[hf][g] = _mm256_or_si256(_mm256_and_si256(s, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(s, 16));
+      b.s16[hf][g] = q6_k_scale_pair16(b.sc[hf][g / 4], g);
     }
   }
   LL3_UNROLL for (int h = 0; h < 2; ++h) {
@@ -203,12 +195,7 @@ inline void q6_k_pass(const Q6KBlock& b, const __m256* dw, const BlockQ8_K* cons
           const __m256i* w = b.u[h][kk];
           for (int x = 0; x < NX; ++x) {
             const uint8_t* aq = reinterpret_cast<const uint8_t*>((arow[x] + i)->qs) + 128 * h + 4 * kk;
-            const __m256i al = bcast32(aq), ah = bcast32(aq + 64);
-            ul[x][0] = _mm256_add_epi16(ul[x][0], _mm256_maddubs_epi16(_mm256_load_si256(w + 0), al));
-            ul[x][1] = _mm256_add_epi16(ul[x][1], _mm256_maddubs_epi16(_mm256_load_si256(w + 1), al));
-            uh[x][0] = _mm256_add_epi16(uh[x][0], _mm256_maddubs_epi16(_mm256_load_si256(w + 2), ah));
-            uh[x][1] = _mm256_add_epi16(uh[x][1], _mm256_maddubs_epi16(_mm256_load_si256(w + 3), ah));
-            __asm__("" : "+x"(ul[x][0]), "+x"(ul[x][1]), "+x"(uh[x][0]), "+x"(uh[x][1]));  // as in q4_k_pass
+            madd_line_both_halves(w, bcast32(aq), bcast32(aq + 64), ul[x], uh[x]);
           }
         }
         for (int x = 0; x < NX; ++x) {

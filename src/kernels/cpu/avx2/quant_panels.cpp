@@ -149,14 +149,12 @@ void q6_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, c
         // Unrolled: the scale byte's shifts are then immediates (rolled, this pass ran at half
         // the speed, gemv_panels Q6_K 2048 x 512: 9.2 against 14.9 GB/s, medians of 5).
         LL3_UNROLL for (int q = 0; q < 4; ++q) {
-          // Group scales (bytes g % 4 of scale dword g / 4), sign-extended, as int16 pairs.
+          // Group scales as int16 pairs (vpmaddwd factors).
           const int gl = 8 * h + q, gh = 8 * h + 4 + q;
           __m256i sl16[2], sh16[2];
           for (int hf = 0; hf < 2; ++hf) {
-            const __m256i sl = _mm256_srai_epi32(_mm256_slli_epi32(load_half(blk + 64 * (gl / 4), hf), 24 - 8 * (gl % 4)), 24);
-            const __m256i sh = _mm256_srai_epi32(_mm256_slli_epi32(load_half(blk + 64 * (gh / 4), hf), 24 - 8 * (gh % 4)), 24);
-            sl16[hf] = _mm256_or_si256(_mm256_and_si256(sl, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(sl, 16));
-            sh16[hf] = _mm256_or_si256(_mm256_and_si256(sh, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(sh, 16));
+            sl16[hf] = q6_k_scale_pair16(load_half(blk + 64 * (gl / 4), hf), gl);
+            sh16[hf] = q6_k_scale_pair16(load_half(blk + 64 * (gh / 4), hf), gh);
           }
           for (int t0 = 0; t0 < 4; t0 += 2) {  // two lines' products per int16 lane, then widened
             __m256i ul[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, uh[2] = {ul[0], ul[0]};
