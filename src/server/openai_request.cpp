@@ -362,9 +362,7 @@ ApiError convert_messages(const ojson& b, ojson* out) {
 ApiError convert_tools(const ojson& b, const ModelInfo& model, ojson* tools, std::vector<std::string>* names) {
   *tools = nullptr;
   const ojson* t = field(b, "tools");
-  if (!t) return {};
-  if (!t->is_array()) return wrong_type("tools", "an array", *t);
-  if (t->empty()) return {};
+  if (t && !t->is_array()) return wrong_type("tools", "an array", *t);
   std::string choice = "auto", forced;
   if (const ojson* tc = field(b, "tool_choice")) {
     if (tc->is_string()) {
@@ -381,6 +379,14 @@ ApiError convert_tools(const ojson& b, const ModelInfo& model, ojson* tools, std
     } else {
       return wrong_type("tool_choice", "a string or an object", *tc);
     }
+  }
+  if (!t || t->empty()) {
+    // "auto" and "none" mean the same without tools; a call that must be made cannot be.
+    if (choice == "required" || choice == "function") {
+      return invalid_request("'tool_choice' is \"" + (forced.empty() ? choice : forced) + "\" but the request has no 'tools'",
+                             "tool_choice");
+    }
+    return {};
   }
   ojson kept = ojson::array();
   for (size_t i = 0; i < t->size(); ++i) {

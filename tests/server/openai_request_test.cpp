@@ -162,6 +162,9 @@ TEST(OpenAiRequest, MistakesAre400sNamingTheField) {
       {R"({"tools": [{"type": "function", "function": {"name": "f", "parameters": []}}]})", "tools[0].function.parameters"},
       {R"({"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "sometimes"})", "tool_choice"},
       {R"({"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": {"type": "function", "function": {"name": "g"}}})", "tool_choice"},
+      {R"({"tool_choice": "required"})", "tool_choice"},
+      {R"({"tool_choice": {"type": "function", "function": {"name": "f"}}})", "tool_choice"},
+      {R"({"tools": [], "tool_choice": "required"})", "tool_choice"},
       {R"({"logit_bias": {"5": 10}})", "logit_bias"},
       {R"({"response_format": {"type": "json_object"}})", "response_format"},
       {R"({"model": 5})", "model"},
@@ -175,6 +178,12 @@ TEST(OpenAiRequest, MistakesAre400sNamingTheField) {
     EXPECT_EQ(e.param, c.param) << c.patch << ": " << e.message;
     EXPECT_EQ(e.type, "invalid_request_error") << c.patch;
     EXPECT_FALSE(e.message.empty()) << c.patch;
+  }
+  // Without tools, "auto" and "none" ask for nothing that cannot be done (clients send them).
+  for (const char* choice : {"auto", "none"}) {
+    json b = chat_body();
+    b["tool_choice"] = choice;
+    EXPECT_TRUE(chat(b).ok()) << choice;
   }
 }
 

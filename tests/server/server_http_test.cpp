@@ -217,6 +217,19 @@ TEST(ServerHttp, HostileClientsGetCleanAnswers) {
   EXPECT_EQ(raw("POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc", true), "") << "a cut-off body: closed, no answer";
   EXPECT_EQ(raw("GET / HTTP/1.1\r\nX: " + std::string(100000, 'x') + "\r\n\r\n", false).rfind("HTTP/1.1 431", 0), 0u);
   EXPECT_EQ(raw("POST /v1/completions HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n", false).rfind("HTTP/1.1 413", 0), 0u);
+  {
+    // A client that sends all of an oversized body before it reads (as Python's http.client
+    // does) can send it all, then reads its 413: the server drains what follows its answer
+    // instead of resetting the connection under the client's write.
+    net::ip::tcp::socket s(ioc);
+    s.connect({net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(main_server()->port())});
+    boost::system::error_code ec;
+    net::write(s, net::buffer("POST /v1/completions HTTP/1.1\r\nContent-Length: 16777216\r\n\r\n" + std::string(16777216, 'x')), ec);
+    EXPECT_FALSE(ec) << ec.message();
+    char buf[64] = {};
+    s.read_some(net::buffer(buf, sizeof buf - 1), ec);
+    EXPECT_EQ(std::string(buf).rfind("HTTP/1.1 413", 0), 0u) << buf;
+  }
   EXPECT_EQ(raw("POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", false).rfind("HTTP/1.1 400", 0), 0u);
   const std::string pipelined = raw("GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", false);
   size_t oks = 0;
