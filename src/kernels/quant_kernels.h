@@ -121,10 +121,6 @@ void q5_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t 
 void q4_k_dot_q8_k_wrows(const void* rows, size_t row_stride, int64_t nrows, const void* xq, int64_t n, float* y);
 void q6_k_dot_q8_k_wrows(const void* rows, size_t row_stride, int64_t nrows, const void* xq, int64_t n, float* y);
 void q8_0_dot_q8_0_wrows(const void* rows, size_t row_stride, int64_t nrows, const void* xq, int64_t n, float* y);
-// The Q4_K batch kernel with its sub-block scales applied by vpmulld (faster on AMD's cores)
-// instead of vpdpwssd (Intel's); the same bits.
-void q4_k_dot_q8_k_panel_rows_mulld(const void* panels, int64_t npanels, const void* xq, size_t stride,
-                                    int64_t nx, int64_t n, float* y, size_t y_stride);
 }  // namespace avx512
 
 #undef LL3_QUANT_ROW_KERNELS

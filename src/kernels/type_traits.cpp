@@ -134,8 +134,7 @@ void set_quant_kernels(Table& t) {
     t[size_t(DType::Q5_K)].dot_q_rows = kernels::avx512::q5_k_dot_q8_k_rows;
     t[size_t(DType::Q6_K)].dot_q_rows = kernels::avx512::q6_k_dot_q8_k_rows;
     t[size_t(DType::Q8_0)].dot_q_rows = kernels::avx512::q8_0_dot_q8_0_rows;
-    t[size_t(DType::Q4_K)].dot_q_panel_rows = cpu_features().amd ? kernels::avx512::q4_k_dot_q8_k_panel_rows_mulld
-                                                                  : kernels::avx512::q4_k_dot_q8_k_panel_rows;
+    t[size_t(DType::Q4_K)].dot_q_panel_rows = kernels::avx512::q4_k_dot_q8_k_panel_rows;
     t[size_t(DType::Q6_K)].dot_q_panel_rows = kernels::avx512::q6_k_dot_q8_k_panel_rows;
     t[size_t(DType::Q8_0)].dot_q_panel_rows = kernels::avx512::q8_0_dot_q8_0_panel_rows;
     t[size_t(DType::Q4_K)].dot_q_wrows = kernels::avx512::q4_k_dot_q8_k_wrows;

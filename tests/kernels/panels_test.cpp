@@ -269,8 +269,6 @@ TEST(Panels, PanelRowKernelsEqualTheReferenceDot) {
   }
   if (cpu_features().has_avx512_set()) {
     check_panel_row_kernel(kCases[0], kernels::avx512::q4_k_dot_q8_k_panel_rows, kernels::avx512::q4_k_dot_q8_k_panels, rng);
-    check_panel_row_kernel(kCases[0], kernels::avx512::q4_k_dot_q8_k_panel_rows_mulld,
-                           kernels::avx512::q4_k_dot_q8_k_panels, rng);
     check_panel_row_kernel(kCases[1], kernels::avx512::q6_k_dot_q8_k_panel_rows, kernels::avx512::q6_k_dot_q8_k_panels, rng);
     check_panel_row_kernel(kCases[2], kernels::avx512::q8_0_dot_q8_0_panel_rows, kernels::avx512::q8_0_dot_q8_0_panels, rng);
   }

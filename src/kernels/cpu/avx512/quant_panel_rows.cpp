@@ -97,7 +97,7 @@ inline void fma_block(float* acc, __m512i isum, __m512 scale, int64_t i) {
   _mm512_store_ps(acc, _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, a0));
 }
 
-template <int NX, bool kPrefetch, bool kMulScale>
+template <int NX, bool kPrefetch>
 inline void q4_k_pass(const uint8_t* blk, const Q4KScales& s, const BlockQ8_K* const* arow,
                       const K4PanelAct (*digits)[kMaxK4Blocks], int64_t i, float (*acc)[R],
                       float (*accm)[R], const uint8_t* pf) {
@@ -122,46 +122,31 @@ inline void q4_k_pass(const uint8_t* blk, const Q4KScales& s, const BlockQ8_K* c
   // Q4_K on Zen 5, alternated: 2048 x 512 x 16 489-526 -> 534-538 GOPS, 8192 x 256 x 16
   // 457-481 -> 489-505).
   LL3_ROLLED for (int j = 0; j < 4; ++j) {
-    // Sub-blocks 2j (low nibbles) and 2j+1 (high), each scaled by its 6-bit scale. vpdpbusd,
-    // vpdpwssd and vpmulld share two ports, the kernel's limit with the loads (also two per
-    // cycle: a broadcast per vpdpbusd). kMulScale (AMD): exact 32-bit sums over the
-    // sub-block's 8 lines, then one vpmulld each, one port slot on Zen 4 / 5. Otherwise
-    // (Intel, where vpmulld takes two slots): halves of 4 lines, whose sums of 16 products
-    // (nibble x int8, at most 16 * 15 * 128 < 2^15) fit the low 16 bits of their dwords, so one
-    // vpdpwssd against the scale (low word; 0 in the high one) multiplies and adds each. The
-    // same integers either way. gemm_panels Q4_K, 16 and 64 tokens, one thread, against the
-    // vpdpbusd peak: Zen 5 52% -> 56% with kMulScale; the ninth session's Xeon 231 -> 249 GOPS
-    // with vpdpwssd (docs/PERFORMANCE.md).
-    constexpr int kLines = kMulScale ? 8 : 4;
-    LL3_UNROLL for (int half = 0; half < 8 / kLines; ++half) {
-      __m512i lo[NX], hi[NX];
-      for (int x = 0; x < NX; ++x) lo[x] = hi[x] = _mm512_setzero_si512();
-      LL3_UNROLL_BY(4) for (int kk = 0; kk < kLines; ++kk) {  // 4 lines a copy: 3-5% over 8
-        const int k = kLines * half + kk;
-        const __m512i q = _mm512_loadu_si512(blk + 256 + 64 * (8 * j + k));
-        prefetch_line_of<kPrefetch>(pf, 4 + 8 * j + k);
-        const __m512i ql = _mm512_and_si512(q, m0f), qh = _mm512_and_si512(_mm512_srli_epi16(q, 4), m0f);
-        for (int x = 0; x < NX; ++x) {
-          const uint8_t* aq = reinterpret_cast<const uint8_t*>(a[x]->qs);
-          lo[x] = _mm512_dpbusd_epi32(lo[x], ql, bcast32(aq + 64 * j + 4 * k));
-          hi[x] = _mm512_dpbusd_epi32(hi[x], qh, bcast32(aq + 64 * j + 32 + 4 * k));
-        }
-      }
+    // Sub-blocks 2j (low nibbles) and 2j+1 (high): exact 32-bit sums over each sub-block's 8
+    // lines, then one vpmulld by its 6-bit scale (docs/PERFORMANCE.md, twelfth and fifteenth
+    // sessions, on the choice against vpdpwssd on 16-bit half sums).
+    __m512i lo[NX], hi[NX];
+    for (int x = 0; x < NX; ++x) lo[x] = hi[x] = _mm512_setzero_si512();
+    LL3_UNROLL_BY(4) for (int k = 0; k < 8; ++k) {  // 4 lines a copy: 3-5% over 8
+      const __m512i q = _mm512_loadu_si512(blk + 256 + 64 * (8 * j + k));
+      prefetch_line_of<kPrefetch>(pf, 4 + 8 * j + k);
+      const __m512i ql = _mm512_and_si512(q, m0f), qh = _mm512_and_si512(_mm512_srli_epi16(q, 4), m0f);
       for (int x = 0; x < NX; ++x) {
-        if constexpr (kMulScale) {
-          isum[x] = _mm512_add_epi32(isum[x], _mm512_add_epi32(_mm512_mullo_epi32(lo[x], s.sa[j]),
-                                                               _mm512_mullo_epi32(hi[x], s.sb[j])));
-        } else {
-          isum[x] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(isum[x], lo[x], s.sa[j]), hi[x], s.sb[j]);
-        }
+        const uint8_t* aq = reinterpret_cast<const uint8_t*>(a[x]->qs);
+        lo[x] = _mm512_dpbusd_epi32(lo[x], ql, bcast32(aq + 64 * j + 4 * k));
+        hi[x] = _mm512_dpbusd_epi32(hi[x], qh, bcast32(aq + 64 * j + 32 + 4 * k));
       }
+    }
+    for (int x = 0; x < NX; ++x) {
+      isum[x] = _mm512_add_epi32(isum[x], _mm512_add_epi32(_mm512_mullo_epi32(lo[x], s.sa[j]),
+                                                           _mm512_mullo_epi32(hi[x], s.sb[j])));
     }
   }
   for (int l = 0; l < 4; ++l) prefetch_line_of<kPrefetch>(pf, l);  // d, dmin, the scales
   for (int x = 0; x < NX; ++x) fma_block(acc[x], isum[x], _mm512_mul_ps(s.d, _mm512_set1_ps(a[x]->d)), i);
 }
 
-// The same for two panels at once (the vpmulld form): each broadcast feeds both panels'
+// The same for two panels at once: each broadcast feeds both panels'
 // vpdpbusd, half the loads per multiply. Loads and the multiply ports had both been at their
 // limit; now the multiplies alone are. Passes of 4 tokens (16 + 8 accumulators; 8 tokens spill):
 // gemm_panels Q4_K, alternated 3 times, 2048 x 512 x 16 567-570 -> 589-600 GOPS, 8192 x 256 x 16
@@ -338,7 +323,6 @@ inline void store_tile(const TileAcc& acc, int nt, float* y, size_t y_stride) {
   for (int x = 0; x < nt; ++x) _mm512_storeu_ps(y + x * y_stride, _mm512_load_ps(acc.v[x]));
 }
 
-template <bool kMulScale>
 void q4_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
                      float* y, size_t y_stride) {
   // One segment, the whole row (n <= kPanelRowsMaxCols): the two accumulators of
@@ -359,22 +343,20 @@ void q4_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t
                              _mm512_sub_ps(_mm512_load_ps(acc[k].v[x]), _mm512_load_ps(accm[k].v[x])));
           }
         };
-        if constexpr (kMulScale) {
-          // Panels in pairs, p even with p + 1 (a pair split by a run of for_panel_tiles is
-          // still done once, in the first run); the last of an odd count alone.
-          if (p % 2 == 1) return;
-          if (p + 1 < npanels) {
-            for (int64_t i = 0; i < nb; ++i) {
-              const uint8_t* const blk[2] = {w + i * kUnit, w + panel_bytes + i * kUnit};
-              const Q4KScales s[2] = {q4_k_scales(blk[0]), q4_k_scales(blk[1])};
-              token_passes<4>(nt, [&]<int NX, bool kPf>(int x) {
-                q4_k_pass_pair<NX, kPf>(blk, s, arow, digits, i, acc, accm, x);
-              });
-            }
-            store(p, 0);
-            store(p + 1, 1);
-            return;
+        // Panels in pairs, p even with p + 1 (a pair split by a run of for_panel_tiles is still
+        // done once, in the first run); the last of an odd count alone.
+        if (p % 2 == 1) return;
+        if (p + 1 < npanels) {
+          for (int64_t i = 0; i < nb; ++i) {
+            const uint8_t* const blk[2] = {w + i * kUnit, w + panel_bytes + i * kUnit};
+            const Q4KScales s[2] = {q4_k_scales(blk[0]), q4_k_scales(blk[1])};
+            token_passes<4>(nt, [&]<int NX, bool kPf>(int x) {
+              q4_k_pass_pair<NX, kPf>(blk, s, arow, digits, i, acc, accm, x);
+            });
           }
+          store(p, 0);
+          store(p + 1, 1);
+          return;
         }
         // Block 0 starts both accumulators from zero (q4_k_pass), where zeroing them first
         // compiled to two memset calls per panel and tile.
@@ -382,7 +364,7 @@ void q4_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t
           const uint8_t* blk = w + i * kUnit;
           const Q4KScales s = q4_k_scales(blk);
           token_passes<8>(nt, [&]<int NX, bool kPf>(int x) {
-            q4_k_pass<NX, kPf, kMulScale>(blk, s, arow + x, digits + x, i, acc[0].v + x, accm[0].v + x, blk + kUnit);
+            q4_k_pass<NX, kPf>(blk, s, arow + x, digits + x, i, acc[0].v + x, accm[0].v + x, blk + kUnit);
           });
         }
         store(p, 0);
@@ -393,12 +375,7 @@ void q4_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t
 
 void q4_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride,
                               int64_t nx, int64_t n, float* y, size_t y_stride) {
-  q4_k_panel_rows<false>(panels, npanels, xq, stride, nx, n, y, y_stride);
-}
-
-void q4_k_dot_q8_k_panel_rows_mulld(const void* panels, int64_t npanels, const void* xq, size_t stride,
-                                    int64_t nx, int64_t n, float* y, size_t y_stride) {
-  q4_k_panel_rows<true>(panels, npanels, xq, stride, nx, n, y, y_stride);
+  q4_k_panel_rows(panels, npanels, xq, stride, nx, n, y, y_stride);
 }
 
 void q6_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride,
