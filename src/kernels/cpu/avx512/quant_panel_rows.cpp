@@ -147,8 +147,8 @@ inline void q4_k_pass(const uint8_t* blk, const Q4KScales& s, const BlockQ8_K* c
 }
 
 // The same for two panels at once: each broadcast feeds both panels' vpdpbusd, half the loads
-// per multiply. Loads and the multiply ports had both been at their
-// limit; now the multiplies alone are. Passes of 4 tokens (16 + 8 accumulators; 8 tokens spill):
+// per multiply. Loads and the multiply ports had both been at their limit; now the multiplies
+// alone are. Passes of 4 tokens (16 + 8 accumulators; 8 tokens spill):
 // gemm_panels Q4_K, alternated 3 times, 2048 x 512 x 16 567-570 -> 589-600 GOPS, 8192 x 256 x 16
 // 520-526 -> 579. The eleventh session's attempt (fully unrolled) was slower in 16-token tiles:
 // the code was too big, like the one-panel pass's before its loop over j was rolled.
