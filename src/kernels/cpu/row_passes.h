@@ -86,10 +86,11 @@ inline void token_passes(int nt, F&& pass, int x = 0) {
 
 // The loops of a tiled prompt kernel around its work on one panel: runs of panels (kRunBytes,
 // when there is more than one tile), tiles of kTile tokens, and segments of kSeg activation
-// blocks whose side data (panel_act of weight type t: a D per block) is made once per tile and
-// segment. Then panel(p, x0, nt, arow, digits, s0, s1) for every panel p of the run, with
-// arow[x] the activation blocks (type A) of token x0 + x and digits[x][i - s0] block i's side
-// data, for the blocks [s0, s1) of the segment.
+// blocks whose side data (a D per block: D::make where D has one, side data only a batch
+// kernel needs; else panel_act of weight type t) is made once per tile and segment. Then
+// panel(p, x0, nt, arow, digits, s0, s1) for every panel p of the run, with arow[x] the
+// activation blocks (type A) of token x0 + x and digits[x][i - s0] block i's side data, for
+// the blocks [s0, s1) of the segment.
 template <class A, class D, int64_t kSeg, class F>
 void for_panel_tiles(DType t, int64_t npanels, size_t panel_bytes, const void* xq, size_t stride, int64_t nx,
                      int64_t nb, int64_t block_cols, F&& panel) {
@@ -104,7 +105,9 @@ void for_panel_tiles(DType t, int64_t npanels, size_t panel_bytes, const void* x
       for (int x = 0; x < nt; ++x) arow[x] = act_row<A>(xq, stride, x0 + x);
       for (int64_t s0 = 0; s0 < nb; s0 += kSeg) {
         const int64_t s1 = std::min(nb, s0 + kSeg);
-        if constexpr (!std::is_empty_v<D>) {
+        if constexpr (requires(const A* a, D* d) { D::make(a, int64_t{}, d); }) {
+          for (int x = 0; x < nt; ++x) D::make(arow[x] + s0, s1 - s0, digits[x]);
+        } else if constexpr (!std::is_empty_v<D>) {
           for (int x = 0; x < nt; ++x) panel_act(t, arow[x] + s0, (s1 - s0) * block_cols, digits[x]);
         }
         for (int64_t p = p0; p < p1; ++p) panel(p, x0, nt, arow, digits, s0, s1);
