@@ -97,67 +97,19 @@ inline void fma_block(float* acc, __m512i isum, __m512 scale, int64_t i) {
   _mm512_store_ps(acc, _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, a0));
 }
 
-template <int NX, bool kPrefetch>
-inline void q4_k_pass(const uint8_t* blk, const Q4KScales& s, const BlockQ8_K* const* arow,
-                      const K4PanelAct (*digits)[kMaxK4Blocks], int64_t i, float (*acc)[R],
-                      float (*accm)[R], const uint8_t* pf) {
-  const BlockQ8_K* a[NX];
-  const K4PanelAct* dg[NX];
-  for (int x = 0; x < NX; ++x) {
-    a[x] = arow[x] + i;
-    dg[x] = &digits[x][i];
-  }
-  const __m512i m0f = _mm512_set1_epi8(0x0f);
-  // The mins term first: it needs none of the sums below, so it fills the ports while the
-  // first lines load (1-3% in gemm_panels).
-  for (int x = 0; x < NX; ++x) {
-    const __m512i mins = q4_k_min_sum(s, bcast32(dg[x]->h), bcast32(dg[x]->h + 4), bcast32(dg[x]->l),
-                                      bcast32(dg[x]->l + 4));
-    fma_block(accm[x], mins, _mm512_mul_ps(s.dmin, _mm512_set1_ps(a[x]->d)), i);
-  }
-  __m512i isum[NX];
-  for (int x = 0; x < NX; ++x) isum[x] = _mm512_setzero_si512();
-  // A loop, not unrolled: 4 copies of its body made the pass 7 KB of straight code, two of
-  // them per block (the first pass prefetches), and the core ran it 4-6% slower (gemm_panels
-  // Q4_K on Zen 5, alternated: 2048 x 512 x 16 489-526 -> 534-538 GOPS, 8192 x 256 x 16
-  // 457-481 -> 489-505).
-  LL3_ROLLED for (int j = 0; j < 4; ++j) {
-    // Sub-blocks 2j (low nibbles) and 2j+1 (high): exact 32-bit sums over each sub-block's 8
-    // lines, then one vpmulld by its 6-bit scale (docs/PERFORMANCE.md, twelfth and fifteenth
-    // sessions, on the choice against vpdpwssd on 16-bit half sums).
-    __m512i lo[NX], hi[NX];
-    for (int x = 0; x < NX; ++x) lo[x] = hi[x] = _mm512_setzero_si512();
-    LL3_UNROLL_BY(4) for (int k = 0; k < 8; ++k) {  // 4 lines a copy: 3-5% over 8
-      const __m512i q = _mm512_loadu_si512(blk + 256 + 64 * (8 * j + k));
-      prefetch_line_of<kPrefetch>(pf, 4 + 8 * j + k);
-      const __m512i ql = _mm512_and_si512(q, m0f), qh = _mm512_and_si512(_mm512_srli_epi16(q, 4), m0f);
-      for (int x = 0; x < NX; ++x) {
-        const uint8_t* aq = reinterpret_cast<const uint8_t*>(a[x]->qs);
-        lo[x] = _mm512_dpbusd_epi32(lo[x], ql, bcast32(aq + 64 * j + 4 * k));
-        hi[x] = _mm512_dpbusd_epi32(hi[x], qh, bcast32(aq + 64 * j + 32 + 4 * k));
-      }
-    }
-    for (int x = 0; x < NX; ++x) {
-      isum[x] = _mm512_add_epi32(isum[x], _mm512_add_epi32(_mm512_mullo_epi32(lo[x], s.sa[j]),
-                                                           _mm512_mullo_epi32(hi[x], s.sb[j])));
-    }
-  }
-  for (int l = 0; l < 4; ++l) prefetch_line_of<kPrefetch>(pf, l);  // d, dmin, the scales
-  for (int x = 0; x < NX; ++x) fma_block(acc[x], isum[x], _mm512_mul_ps(s.d, _mm512_set1_ps(a[x]->d)), i);
-}
-
-// A pair of panels' block with its nibbles apart, made once per tile (16 tokens) so that the
-// passes load them rather than mask and shift every line again: the masks and shifts ran on
-// the two vector ports that the vpdpbusd need, 3 slots a line in every pass. gemm_panels Q4_K
-// on a Sapphire Rapids-class Xeon, one core, 5 alternated rounds, medians: 2048 x 512 x 16
+// A block of one or two panels (NP) with its nibbles apart, made once per tile (16 tokens) so
+// that the passes load them rather than mask and shift every line again: the masks and shifts
+// ran on the two vector ports that the vpdpbusd need, 3 slots a line in every pass. gemm_panels
+// Q4_K on a Sapphire Rapids-class Xeon, one core, 5 alternated rounds, medians: 2048 x 512 x 16
 // 373 -> 404 GOPS, 8192 x 256 x 16 365 -> 399, streaming 2048 x 65536 x 16 323 -> 389.
-struct alignas(64) Q4KPairUnpacked {
+struct alignas(64) Q4KUnpacked {
   __m512i lo[2][32], hi[2][32];  // [panel][line 8j + k]: sub-block 2j's / 2j+1's 4 bytes of each row
 };
 
-inline void q4_k_unpack_pair(const uint8_t* const (&blk)[2], Q4KPairUnpacked& b) {
+template <int NP>
+inline void q4_k_unpack(const uint8_t* const* blk, Q4KUnpacked& b) {
   const __m512i m0f = _mm512_set1_epi8(0x0f);
-  for (int p = 0; p < 2; ++p) {
+  for (int p = 0; p < NP; ++p) {
     LL3_UNROLL_BY(8) for (int l = 0; l < 32; ++l) {
       const __m512i q = _mm512_loadu_si512(blk[p] + 256 + 64 * l);
       _mm512_store_si512(&b.lo[p][l], _mm512_and_si512(q, m0f));
@@ -166,54 +118,63 @@ inline void q4_k_unpack_pair(const uint8_t* const (&blk)[2], Q4KPairUnpacked& b)
   }
 }
 
-// The same for two panels at once: each broadcast feeds both panels' vpdpbusd, half the loads
-// per multiply. Loads and the multiply ports had both been at their limit; now the multiplies
-// alone are. Passes of 4 tokens (16 + 8 accumulators; 8 tokens spill):
-// gemm_panels Q4_K, alternated 3 times, 2048 x 512 x 16 567-570 -> 589-600 GOPS, 8192 x 256 x 16
-// 520-526 -> 579. The eleventh session's attempt (fully unrolled) was slower in 16-token tiles:
-// the code was too big, like the one-panel pass's before its loop over j was rolled.
-template <int NX, bool kPrefetch>
-inline void q4_k_pass_pair(const Q4KPairUnpacked& b, const uint8_t* const (&blk)[2], const Q4KScales (&sc)[2],
-                           const BlockQ8_K* const* arow, const K4PanelAct (*digits)[kMaxK4Blocks], int64_t i,
-                           TileAcc (&tacc)[2], TileAcc (&taccm)[2], int x0) {
+// A register pass of NX tokens over a block of NP panels: with two, each activation broadcast
+// feeds both panels' vpdpbusd, half the loads per multiply. Loads and the multiply ports had
+// both been at their limit; now the multiplies alone are. Passes of 4 tokens (16 + 8
+// accumulators; 8 tokens spill): gemm_panels Q4_K, alternated 3 times, 2048 x 512 x 16 567-570
+// -> 589-600 GOPS, 8192 x 256 x 16 520-526 -> 579. The eleventh session's attempt (fully
+// unrolled) was slower in 16-token tiles: the code was too big (see the loop over j).
+template <int NP, int NX, bool kPrefetch>
+inline void q4_k_pass(const Q4KUnpacked& b, const uint8_t* const* blk, const Q4KScales* sc,
+                      const BlockQ8_K* const* arow, const K4PanelAct (*digits)[kMaxK4Blocks], int64_t i,
+                      TileAcc* tacc, TileAcc* taccm, int x0) {
   const BlockQ8_K* a[NX];
   const K4PanelAct* dg[NX];
   for (int x = 0; x < NX; ++x) {
     a[x] = arow[x0 + x] + i;
     dg[x] = &digits[x0 + x][i];
   }
+  // The mins term first: it needs none of the sums below, so it fills the ports while the
+  // first lines load (1-3% in gemm_panels).
   for (int x = 0; x < NX; ++x) {
     const __m512i h0 = bcast32(dg[x]->h), h1 = bcast32(dg[x]->h + 4), l0 = bcast32(dg[x]->l), l1 = bcast32(dg[x]->l + 4);
     const __m512 ad = _mm512_set1_ps(a[x]->d);
-    for (int p = 0; p < 2; ++p) {
+    for (int p = 0; p < NP; ++p) {
       fma_block(taccm[p].v[x0 + x], q4_k_min_sum(sc[p], h0, h1, l0, l1), _mm512_mul_ps(sc[p].dmin, ad), i);
     }
   }
-  __m512i isum[2][NX];
-  for (int p = 0; p < 2; ++p)
+  __m512i isum[NP][NX];
+  for (int p = 0; p < NP; ++p)
     for (int x = 0; x < NX; ++x) isum[p][x] = _mm512_setzero_si512();
+  // A loop, not unrolled: 4 copies of its body made the pass 7 KB of straight code, two of
+  // them per block (the first pass prefetches), and the core ran it 4-6% slower (gemm_panels
+  // Q4_K on Zen 5, alternated: 2048 x 512 x 16 489-526 -> 534-538 GOPS, 8192 x 256 x 16
+  // 457-481 -> 489-505).
   LL3_ROLLED for (int j = 0; j < 4; ++j) {
-    __m512i lo[2][NX], hi[2][NX];
-    for (int p = 0; p < 2; ++p)
+    // Sub-blocks 2j (low nibbles) and 2j+1 (high): exact 32-bit sums over each sub-block's 8
+    // lines, then one vpmulld by its 6-bit scale (docs/PERFORMANCE.md, twelfth and fifteenth
+    // sessions, on the choice against vpdpwssd on 16-bit half sums).
+    __m512i lo[NP][NX], hi[NP][NX];
+    for (int p = 0; p < NP; ++p)
       for (int x = 0; x < NX; ++x) lo[p][x] = hi[p][x] = _mm512_setzero_si512();
     LL3_UNROLL_BY(2) for (int k = 0; k < 8; ++k) {  // by 2: 1-5% over by 4, over 8
-      for (int p = 0; p < 2; ++p) prefetch_line_of<kPrefetch>(blk[p] + R * sizeof(BlockQ4_K), 4 + 8 * j + k);
+      for (int p = 0; p < NP; ++p) prefetch_line_of<kPrefetch>(blk[p] + R * sizeof(BlockQ4_K), 4 + 8 * j + k);
       for (int x = 0; x < NX; ++x) {
         const uint8_t* aq = reinterpret_cast<const uint8_t*>(a[x]->qs);
         const __m512i bl = bcast32(aq + 64 * j + 4 * k), bh = bcast32(aq + 64 * j + 32 + 4 * k);
-        for (int p = 0; p < 2; ++p) {
+        for (int p = 0; p < NP; ++p) {
           lo[p][x] = _mm512_dpbusd_epi32(lo[p][x], _mm512_load_si512(&b.lo[p][8 * j + k]), bl);
           hi[p][x] = _mm512_dpbusd_epi32(hi[p][x], _mm512_load_si512(&b.hi[p][8 * j + k]), bh);
         }
       }
     }
-    for (int p = 0; p < 2; ++p)
+    for (int p = 0; p < NP; ++p)
       for (int x = 0; x < NX; ++x)
         isum[p][x] = _mm512_add_epi32(isum[p][x], _mm512_add_epi32(_mm512_mullo_epi32(lo[p][x], sc[p].sa[j]),
                                                                     _mm512_mullo_epi32(hi[p][x], sc[p].sb[j])));
   }
-  for (int p = 0; p < 2; ++p) {
-    for (int l = 0; l < 4; ++l) prefetch_line_of<kPrefetch>(blk[p] + R * sizeof(BlockQ4_K), l);
+  for (int p = 0; p < NP; ++p) {
+    for (int l = 0; l < 4; ++l) prefetch_line_of<kPrefetch>(blk[p] + R * sizeof(BlockQ4_K), l);  // d, dmin, scales
     for (int x = 0; x < NX; ++x) {
       fma_block(tacc[p].v[x0 + x], isum[p][x], _mm512_mul_ps(sc[p].d, _mm512_set1_ps(a[x]->d)), i);
     }
@@ -262,96 +223,55 @@ struct alignas(64) Q6Offsets {
   }
 };
 
-template <int NX, bool kPrefetch>
-inline void q6_k_pass(const Q6KUnpacked& b, __m512 dw, const BlockQ8_K* const* arow, const Q6Offsets (*offs)[kQ6Seg],
-                      int64_t i, int64_t s0, float (*acc)[R], const uint8_t* pf) {
-  const BlockQ8_K* a[NX];
-  const int32_t* off[NX];
-  for (int x = 0; x < NX; ++x) {
-    a[x] = arow[x] + i;
-    off[x] = offs[x][i - s0].o;
-  }
-  __m512i isum[NX];
-  for (int x = 0; x < NX; ++x) isum[x] = _mm512_setzero_si512();
-  LL3_UNROLL for (int h = 0; h < 2; ++h) {
-    // Rolled for the same reason as Q4_K's loop over j: 2048 x 512 x 16 439-454 -> 441-456
-    // GOPS, 8192 x 256 x 16 426-431 -> 449-452.
-    LL3_ROLLED for (int q = 0; q < 4; ++q) {
-      __m512i ul[NX], uh[NX];
-      // Each group's sum starts at its offset term, -32 * bsum_g: then it is sum (u - 32) a,
-      // at most 16 * 32 * 128 in size, and no per-block correction is needed (8 vpdpbusd per
-      // token and block fewer on the multiply ports than with the offset as byte digits:
-      // gemm_panels Q6_K 449-460 -> 473-479 GOPS at 2048 x 512 x 16).
-      for (int x = 0; x < NX; ++x) {
-        ul[x] = bcast32(off[x] + 8 * h + q);
-        uh[x] = bcast32(off[x] + 8 * h + 4 + q);
-      }
-      LL3_UNROLL for (int t = 0; t < 4; ++t) {
-        const int kk = 4 * q + t;
-        const __m512i lo = _mm512_load_si512(&b.u[h][0][kk]),
-                      hi = _mm512_load_si512(&b.u[h][1][kk]);
-        prefetch_line_of<kPrefetch>(pf, 2 * (16 * h + kk));
-        prefetch_line_of<kPrefetch>(pf, 2 * (16 * h + kk) + 1);
-        for (int x = 0; x < NX; ++x) {
-          const uint8_t* aq = reinterpret_cast<const uint8_t*>(a[x]->qs);
-          ul[x] = _mm512_dpbusd_epi32(ul[x], lo, bcast32(aq + 128 * h + 4 * kk));
-          uh[x] = _mm512_dpbusd_epi32(uh[x], hi, bcast32(aq + 128 * h + 64 + 4 * kk));
-        }
-      }
-      for (int x = 0; x < NX; ++x) {
-        isum[x] = _mm512_add_epi32(
-            isum[x], _mm512_add_epi32(_mm512_mullo_epi32(ul[x], b.scale[8 * h + q]),
-                                      _mm512_mullo_epi32(uh[x], b.scale[8 * h + 4 + q])));
-      }
-    }
-  }
-  for (int x = 0; x < NX; ++x) {
-    const __m512 ad = _mm512_set1_ps(a[x]->d);
-    _mm512_store_ps(acc[x], _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[x]), _mm512_mul_ps(dw, ad),
-                                            _mm512_load_ps(acc[x])));
-  }
-}
-
-// The same for two panels at once, as Q4_K's pair: each activation broadcast feeds both
-// panels' vpdpbusd. Passes of 4 tokens (16 + 8 accumulators). gemm_panels Q6_K, Xeon as above,
-// 5 rounds: 2048 x 512 x 16 338 -> 358 GOPS, 8192 x 256 x 16 332 -> 355; streaming 2048 x 65536
-// x 16 unchanged (265 / 266; prefetching two blocks ahead, or into L2 four ahead, was slower).
-template <int NX, bool kPrefetch>
-inline void q6_k_pass_pair(const Q6KUnpacked (&b)[2], const __m512 (&dw)[2], const BlockQ8_K* const* arow,
-                           const Q6Offsets (*offs)[kQ6Seg], int64_t i, int64_t s0, TileAcc (&tacc)[2], int x0,
-                           const uint8_t* const (&pf)[2]) {
+// A register pass of NX tokens over a block of NP panels; with two, as Q4_K's, each activation
+// broadcast feeds both panels' vpdpbusd. Passes of 4 tokens (16 + 8 accumulators). gemm_panels
+// Q6_K, Xeon as above, 5 rounds: 2048 x 512 x 16 338 -> 358 GOPS, 8192 x 256 x 16 332 -> 355
+// against one panel in passes of 8; streaming 2048 x 65536 x 16 unchanged (265 / 266;
+// prefetching two blocks ahead, or into L2 four ahead, was slower).
+template <int NP, int NX, bool kPrefetch>
+inline void q6_k_pass(const Q6KUnpacked* b, const __m512* dw, const BlockQ8_K* const* arow,
+                      const Q6Offsets (*offs)[kQ6Seg], int64_t i, int64_t s0, TileAcc* tacc, int x0,
+                      const uint8_t* const* pf) {
   const BlockQ8_K* a[NX];
   const int32_t* off[NX];
   for (int x = 0; x < NX; ++x) {
     a[x] = arow[x0 + x] + i;
     off[x] = offs[x0 + x][i - s0].o;
   }
-  __m512i isum[2][NX];
-  for (int p = 0; p < 2; ++p)
+  __m512i isum[NP][NX];
+  for (int p = 0; p < NP; ++p)
     for (int x = 0; x < NX; ++x) isum[p][x] = _mm512_setzero_si512();
   LL3_UNROLL for (int h = 0; h < 2; ++h) {
+    // Rolled for the same reason as Q4_K's loop over j: 2048 x 512 x 16 439-454 -> 441-456
+    // GOPS, 8192 x 256 x 16 426-431 -> 449-452.
     LL3_ROLLED for (int q = 0; q < 4; ++q) {
-      __m512i ul[2][NX], uh[2][NX];
-      for (int x = 0; x < NX; ++x) {
-        ul[0][x] = ul[1][x] = bcast32(off[x] + 8 * h + q);
-        uh[0][x] = uh[1][x] = bcast32(off[x] + 8 * h + 4 + q);
+      __m512i ul[NP][NX], uh[NP][NX];
+      // Each group's sum starts at its offset term, -32 * bsum_g: then it is sum (u - 32) a,
+      // at most 16 * 32 * 128 in size, and no per-block correction is needed (8 vpdpbusd per
+      // token and block fewer on the multiply ports than with the offset as byte digits:
+      // gemm_panels Q6_K 449-460 -> 473-479 GOPS at 2048 x 512 x 16).
+      for (int p = 0; p < NP; ++p) {
+        for (int x = 0; x < NX; ++x) {
+          ul[p][x] = bcast32(off[x] + 8 * h + q);
+          uh[p][x] = bcast32(off[x] + 8 * h + 4 + q);
+        }
       }
       LL3_UNROLL for (int t = 0; t < 4; ++t) {
         const int kk = 4 * q + t;
-        for (int p = 0; p < 2; ++p) {
+        for (int p = 0; p < NP; ++p) {
           prefetch_line_of<kPrefetch>(pf[p], 2 * (16 * h + kk));
           prefetch_line_of<kPrefetch>(pf[p], 2 * (16 * h + kk) + 1);
         }
         for (int x = 0; x < NX; ++x) {
           const uint8_t* aq = reinterpret_cast<const uint8_t*>(a[x]->qs);
           const __m512i bl = bcast32(aq + 128 * h + 4 * kk), bh = bcast32(aq + 128 * h + 64 + 4 * kk);
-          for (int p = 0; p < 2; ++p) {
+          for (int p = 0; p < NP; ++p) {
             ul[p][x] = _mm512_dpbusd_epi32(ul[p][x], _mm512_load_si512(&b[p].u[h][0][kk]), bl);
             uh[p][x] = _mm512_dpbusd_epi32(uh[p][x], _mm512_load_si512(&b[p].u[h][1][kk]), bh);
           }
         }
       }
-      for (int p = 0; p < 2; ++p)
+      for (int p = 0; p < NP; ++p)
         for (int x = 0; x < NX; ++x)
           isum[p][x] = _mm512_add_epi32(
               isum[p][x], _mm512_add_epi32(_mm512_mullo_epi32(ul[p][x], b[p].scale[8 * h + q]),
@@ -360,7 +280,7 @@ inline void q6_k_pass_pair(const Q6KUnpacked (&b)[2], const __m512 (&dw)[2], con
   }
   for (int x = 0; x < NX; ++x) {
     const __m512 ad = _mm512_set1_ps(a[x]->d);
-    for (int p = 0; p < 2; ++p) {
+    for (int p = 0; p < NP; ++p) {
       float* acc = tacc[p].v[x0 + x];
       _mm512_store_ps(acc, _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[p][x]), _mm512_mul_ps(dw[p], ad),
                                            _mm512_load_ps(acc)));
@@ -409,61 +329,50 @@ inline void store_tile(const TileAcc& acc, int nt, float* y, size_t y_stride) {
   for (int x = 0; x < nt; ++x) _mm512_storeu_ps(y + x * y_stride, _mm512_load_ps(acc.v[x]));
 }
 
-void q4_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
-                     float* y, size_t y_stride) {
+}  // namespace
+
+void q4_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride,
+                              int64_t nx, int64_t n, float* y, size_t y_stride) {
   // One segment, the whole row (n <= kPanelRowsMaxCols): the two accumulators of
   // kernels/int_dot_order.h run over the row in one pass.
   constexpr size_t kUnit = R * sizeof(BlockQ4_K);
   const int64_t nb = n / kQKK;
   const size_t panel_bytes = kUnit * static_cast<size_t>(nb);
   TileAcc acc[2], accm[2];  // [panel of a pair]
-  Q4KPairUnpacked unpacked;
+  Q4KUnpacked unpacked;
   for_panel_tiles<BlockQ8_K, K4PanelAct, kMaxK4Blocks>(
       DType::Q4_K, npanels, panel_bytes, xq, stride, nx, nb, kQKK,
       [&](int64_t p, int64_t x0, int nt, const BlockQ8_K* const* arow,
           const K4PanelAct(*digits)[kMaxK4Blocks], int64_t, int64_t) {
-        const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
-        // y = acc - accm for the tile's tokens, panel q from acc[k].
-        auto store = [&](int64_t q, int k) {
-          for (int x = 0; x < nt; ++x) {
-            _mm512_storeu_ps(y + (x0 + x) * y_stride + q * R,
-                             _mm512_sub_ps(_mm512_load_ps(acc[k].v[x]), _mm512_load_ps(accm[k].v[x])));
-          }
-        };
         // Panels in pairs, p even with p + 1 (a pair split by a run of for_panel_tiles is still
-        // done once, in the first run); the last of an odd count alone.
+        // done once, in the first run); the last of an odd count alone. Block 0 starts the
+        // accumulators from zero (fma_block), where zeroing them first compiled to memset calls
+        // per panel and tile.
         if (p % 2 == 1) return;
-        if (p + 1 < npanels) {
+        const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
+        auto panels_at_once = [&]<int NP>() {
           for (int64_t i = 0; i < nb; ++i) {
-            const uint8_t* const blk[2] = {w + i * kUnit, w + panel_bytes + i * kUnit};
-            const Q4KScales s[2] = {q4_k_scales(blk[0]), q4_k_scales(blk[1])};
-            q4_k_unpack_pair(blk, unpacked);
+            const uint8_t* blk[NP];
+            Q4KScales s[NP];
+            for (int k = 0; k < NP; ++k) {
+              blk[k] = w + k * panel_bytes + i * kUnit;
+              s[k] = q4_k_scales(blk[k]);
+            }
+            q4_k_unpack<NP>(blk, unpacked);
             token_passes<4>(nt, [&]<int NX, bool kPf>(int x) {
-              q4_k_pass_pair<NX, kPf>(unpacked, blk, s, arow, digits, i, acc, accm, x);
+              q4_k_pass<NP, NX, kPf>(unpacked, blk, s, arow, digits, i, acc, accm, x);
             });
           }
-          store(p, 0);
-          store(p + 1, 1);
-          return;
-        }
-        // Block 0 starts both accumulators from zero (q4_k_pass), where zeroing them first
-        // compiled to two memset calls per panel and tile.
-        for (int64_t i = 0; i < nb; ++i) {
-          const uint8_t* blk = w + i * kUnit;
-          const Q4KScales s = q4_k_scales(blk);
-          token_passes<8>(nt, [&]<int NX, bool kPf>(int x) {
-            q4_k_pass<NX, kPf>(blk, s, arow + x, digits + x, i, acc[0].v + x, accm[0].v + x, blk + kUnit);
-          });
-        }
-        store(p, 0);
+          // y = acc - accm for the tile's tokens.
+          for (int k = 0; k < NP; ++k) {
+            for (int x = 0; x < nt; ++x) {
+              _mm512_storeu_ps(y + (x0 + x) * y_stride + (p + k) * R,
+                               _mm512_sub_ps(_mm512_load_ps(acc[k].v[x]), _mm512_load_ps(accm[k].v[x])));
+            }
+          }
+        };
+        p + 1 < npanels ? panels_at_once.template operator()<2>() : panels_at_once.template operator()<1>();
       });
-}
-
-}  // namespace
-
-void q4_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride,
-                              int64_t nx, int64_t n, float* y, size_t y_stride) {
-  q4_k_panel_rows(panels, npanels, xq, stride, nx, n, y, y_stride);
 }
 
 void q6_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride,
@@ -471,45 +380,37 @@ void q6_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* x
   constexpr size_t kUnit = R * 2 * sizeof(BlockQ6_K);
   const int64_t nb = n / kQKK;
   const size_t panel_bytes = kUnit * static_cast<size_t>(nb / 2);
-  Q6KUnpacked b, bp[2];
-  TileAcc acc, accp[2];
+  Q6KUnpacked b[2];
+  TileAcc acc[2];
   for_panel_tiles<BlockQ8_K, Q6Offsets, kQ6Seg>(
       DType::Q6_K, npanels, panel_bytes, xq, stride, nx, nb, kQKK,
       [&](int64_t p, int64_t x0, int nt, const BlockQ8_K* const* arow,
           const Q6Offsets(*offs)[kQ6Seg], int64_t s0, int64_t s1) {
-        const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
-        float* yp = y + x0 * y_stride + p * R;
         // Panels in pairs, as Q4_K's (p even with p + 1); the last of an odd count alone.
         if (p % 2 == 1) return;
-        if (p + 1 < npanels) {
-          for (int k = 0; k < 2; ++k) segment_start(accp[k], nt, yp + k * R, y_stride, s0 == 0);
+        const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
+        float* yp = y + x0 * y_stride + p * R;
+        auto panels_at_once = [&]<int NP>() {
+          for (int k = 0; k < NP; ++k) segment_start(acc[k], nt, yp + k * R, y_stride, s0 == 0);
           for (int64_t i = s0; i < s1; ++i) {
             const int64_t h2 = i & 1;
-            const uint8_t* unit[2] = {w + (i / 2) * kUnit, w + panel_bytes + (i / 2) * kUnit};
-            const uint8_t* blk[2] = {unit[0] + 64 + 3328 * h2, unit[1] + 64 + 3328 * h2};
-            const __m512 dw[2] = {load_f16x16(unit[0] + 32 * h2), load_f16x16(unit[1] + 32 * h2)};
-            for (int k = 0; k < 2; ++k) q6_k_unpack(blk[k], bp[k]);
-            const uint8_t* const pf[2] = {blk[0] + 3328, blk[1] + 3328};
+            const uint8_t* blk[NP];
+            const uint8_t* pf[NP];
+            __m512 dw[NP];
+            for (int k = 0; k < NP; ++k) {
+              const uint8_t* unit = w + k * panel_bytes + (i / 2) * kUnit;
+              blk[k] = unit + 64 + 3328 * h2;
+              dw[k] = load_f16x16(unit + 32 * h2);
+              pf[k] = blk[k] + 3328;  // the next block's 52 lines (the next unit's first block one line further)
+              q6_k_unpack(blk[k], b[k]);
+            }
             token_passes<4>(nt, [&]<int NX, bool kPf>(int x) {
-              q6_k_pass_pair<NX, kPf>(bp, dw, arow, offs, i, s0, accp, x, pf);
+              q6_k_pass<NP, NX, kPf>(b, dw, arow, offs, i, s0, acc, x, pf);
             });
           }
-          for (int k = 0; k < 2; ++k) store_tile(accp[k], nt, yp + k * R, y_stride);
-          return;
-        }
-        segment_start(acc, nt, yp, y_stride, s0 == 0);
-        for (int64_t i = s0; i < s1; ++i) {
-          const int64_t h2 = i & 1;
-          const uint8_t* unit = w + (i / 2) * kUnit;
-          const uint8_t* blk = unit + 64 + 3328 * h2;
-          q6_k_unpack(blk, b);
-          const __m512 dw = load_f16x16(unit + 32 * h2);
-          // The next block's 52 lines (the next unit's first block one line further).
-          token_passes<8>(nt, [&]<int NX, bool kPf>(int x) {
-            q6_k_pass<NX, kPf>(b, dw, arow + x, offs + x, i, s0, acc.v + x, blk + 3328);
-          });
-        }
-        store_tile(acc, nt, yp, y_stride);
+          for (int k = 0; k < NP; ++k) store_tile(acc[k], nt, yp + k * R, y_stride);
+        };
+        p + 1 < npanels ? panels_at_once.template operator()<2>() : panels_at_once.template operator()<1>();
       });
 }
 
