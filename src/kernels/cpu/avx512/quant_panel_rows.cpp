@@ -4,7 +4,7 @@
 //
 // Each weight block of a panel is unpacked once for a tile of up to 16 tokens: its scales
 // decoded (and its values, Q4_K's nibbles or Q6_K's 6-bit values, made into bytes in an L1
-// buffer), then applied to the tile in register passes of 4 or 8 tokens (Q4_K and Q6_K over two
+// buffer), then applied to the tile in register passes of 4 tokens (Q4_K and Q6_K over two
 // panels at once), the tile's accumulators kept in an L1 buffer between blocks. With passes of
 // 4 that each unpacked the block again (and went over the panels once per pass), one thread ran
 // 16 tokens x 2048 x 512 (quant_gemv_bench gemm_panels, old and new alternated) at Q4_K 208,
