@@ -7,6 +7,7 @@
 
 #include "bench_data.h"
 #include "core/aligned.h"
+#include "core/half.h"
 #include "kernels/gemm_f32.h"
 
 namespace {
@@ -82,5 +83,34 @@ BENCHMARK(gemm_f32_lanes_block)
     ->Args({2048, 24, 32, 1})
     ->Args({2048, 128, 16, 1})
     ->Unit(benchmark::kMicrosecond);
+
+// The same unit for BF16 weights with bf16 activations (8-bit mode): the pair order's
+// `vdpbf16ps` tiles, the BF16 rows packed in the timed loop as the matmul does. GFLOP/s against
+// twice the FMA peak (one vdpbf16ps is two fmas per lane). Args: k, n, rows.
+void gemm_bf16_pairs_block(benchmark::State& state) {
+  const ll3::kernels::GemmF32Lanes* lanes = ll3::kernels::gemm_f32_lanes();
+  if (lanes == nullptr) {
+    state.SkipWithError("no AVX-512");
+    return;
+  }
+  const int64_t k = state.range(0), n = state.range(1), rows = state.range(2);
+  const std::vector<float> wv = ll3::bench::random_floats(rows * k, 1), xv = ll3::bench::random_floats(n * k, 2);
+  std::vector<uint16_t> w(wv.size());
+  std::vector<float> x(xv.size());
+  for (size_t i = 0; i < w.size(); ++i) w[i] = ll3::f32_to_bf16(wv[i]);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = ll3::bf16_to_f32(ll3::f32_to_bf16(xv[i]));  // bf16 values
+  ll3::AlignedVector<float> wp(ll3::kernels::lanes_w_floats(rows, k)), xp(ll3::kernels::lanes_x_floats(n, k));
+  ll3::AlignedVector<float> y(static_cast<size_t>(n * rows));
+  lanes->pack_x_pairs(x.data(), static_cast<size_t>(k), n, k, xp.data());
+  for (auto _ : state) {
+    lanes->pack_w_pairs(w.data(), static_cast<size_t>(k) * 2, rows, k, wp.data());
+    lanes->gemm_pairs(wp.data(), rows, xp.data(), n, k, y.data(), static_cast<size_t>(rows));
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  count_gflops(state, rows, n, k);
+}
+
+BENCHMARK(gemm_bf16_pairs_block)->Args({2048, 128, 32})->Args({8192, 128, 32})->Args({2048, 24, 32})->Unit(benchmark::kMicrosecond);
 
 }  // namespace

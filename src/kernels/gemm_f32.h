@@ -46,16 +46,28 @@ struct GemmF32Lanes {
   // last call of a product (so that tiles can be packed in parallel).
   void (*pack_x)(const float* x, size_t ldx, int64_t n, int64_t k, float* xp);
   // 16 or 32 rows of w, row_bytes apart, into wp (64-byte aligned): F16 and BF16 rows are
-  // converted on the way (exactly), any other type is taken as F32.
+  // converted on the way (exactly), any other type is taken as F32. BF16 rows are packed
+  // deinterleaved for their pair order (k a multiple of 32; x then deinterleaved too, by
+  // kernels::bf16_pairs_deinterleave).
   void (*pack_w)(DType type, const void* w, size_t row_bytes, int64_t rows, int64_t k, float* wp);
   // y[t * ldy + r] for the packed rows and tokens [0, n).
   void (*gemm)(const float* wp, int64_t rows, const float* xp, int64_t n, int64_t k, float* y, size_t ldy);
+  // The BF16 pair order at the rate of `vdpbf16ps`, for x of bf16 values (k a multiple of 32):
+  // the same tiles with pairs of bf16 for entries, per group of 32 columns. pack_x_pairs takes
+  // x deinterleaved (as pack_x does for BF16), pack_w_pairs BF16 rows as they are stored; the
+  // bits of pack_x / pack_w / gemm.
+  void (*pack_x_pairs)(const float* x, size_t ldx, int64_t n, int64_t k, float* xp);
+  void (*pack_w_pairs)(const void* w, size_t row_bytes, int64_t rows, int64_t k, float* wp);
+  void (*gemm_pairs)(const float* wp, int64_t rows, const float* xp, int64_t n, int64_t k, float* y, size_t ldy);
 };
 
 namespace avx512 {
 void pack_x_lanes(const float* x, size_t ldx, int64_t n, int64_t k, float* xp);
 void pack_w_lanes(DType type, const void* w, size_t row_bytes, int64_t rows, int64_t k, float* wp);
 void gemm_f32_lanes(const float* wp, int64_t rows, const float* xp, int64_t n, int64_t k, float* y, size_t ldy);
+void pack_x_pairs(const float* x, size_t ldx, int64_t n, int64_t k, float* xp);
+void pack_w_pairs(const void* w, size_t row_bytes, int64_t rows, int64_t k, float* wp);
+void gemm_pairs(const float* wp, int64_t rows, const float* xp, int64_t n, int64_t k, float* y, size_t ldy);
 }  // namespace avx512
 
 // nullptr where the CPU has no AVX-512.

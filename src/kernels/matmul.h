@@ -38,6 +38,8 @@ struct MatmulScratch {
   // (max_tokens, max_cols): with int8_activations, the activations of F16 / BF16 weights
   // rounded to the weight's type first, as llama.cpp multiplies them (its vec_dot_type); the
   // products are then exact in float. nullptr: those products take the float activations.
+  // Also where BF16 products of several rows take their input deinterleaved for the pair
+  // order (kernels/float_dot_order.h), in either mode; nullptr: one dot_f32 per output.
   float* xr = nullptr;
   // Per thread, kBf16RowBlock rows of the widest weight row (matmul_wbuf_bytes): rows of
   // panel-layout matrices unpacked for the prompt and float paths.

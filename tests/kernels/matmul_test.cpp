@@ -263,7 +263,9 @@ TEST(Matmul, EveryPathGivesTheReferenceBits) {
 // quantized type with float activations, decode and prompt (the dot-form GEMM, and from
 // kLaneMinTokens tokens the lane-major one where rows are a multiple of 16: blocks of 32 and
 // of 16 rows, tiles of 12 tokens and partial ones), the reference's bits; in 8-bit mode
-// F16 / BF16 take activations rounded to their type.
+// F16 / BF16 take activations rounded to their type. BF16 in its pair order: deinterleaved
+// where the columns are a multiple of 32 (in 8-bit mode the lane-major GEMM then runs
+// `vdpbf16ps`), one dot per output elsewhere.
 TEST(Matmul, FloatPathGivesTheReferenceBits) {
   std::mt19937 rng(24);
   const int64_t kTokens = 38;
@@ -271,7 +273,8 @@ TEST(Matmul, FloatPathGivesTheReferenceBits) {
   for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q4_K}) {
     for (bool int8 : {false, true}) {
       if (int8 && type == DType::Q4_K) continue;  // the integer path: above
-      for (auto [rows, cols] : {std::pair<int64_t, int64_t>{40, 256}, {48, 200}, {33, 200}, {17, 777}, {64, 9}}) {
+      for (auto [rows, cols] :
+           {std::pair<int64_t, int64_t>{40, 256}, {48, 256}, {48, 200}, {33, 200}, {17, 777}, {64, 9}}) {
         if (type == DType::Q4_K && cols % 256 != 0) continue;
         std::unique_ptr<TestWeight> w = random_weight(type, rows, cols, rng);
         const std::vector<float> x = test::random_normal(static_cast<size_t>(kTokens * cols), rng());
@@ -285,6 +288,10 @@ TEST(Matmul, FloatPathGivesTheReferenceBits) {
                                                 : bf16_to_f32(f32_to_bf16(v));
           }
           for (int64_t r = 0; r < rows; ++r) {
+            if (type == DType::BF16) {  // the pair order (kernels/float_dot_order.h)
+              want[t * rows + r] = type_traits_ref(type)->dot_f32(w->W.row(r), xa.data(), cols);
+              continue;
+            }
             type_traits_ref(type)->to_float(w->W.row(r), wf.data(), cols);
             want[t * rows + r] = f32->dot_f32(wf.data(), xa.data(), cols);
           }

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 
 #include "core/half.h"
+#include "kernels/float_dot_order.h"
 #include "kernels/gemm_f32.h"
 #include "kernels/panels.h"
 
@@ -168,27 +170,42 @@ void matmul_bf16(ThreadPool& pool, const Group& g, const float* x, int64_t n, co
 
 // The float GEMM in broadcast form (kernels/gemm_f32.h), for products of at least
 // kLaneMinTokens rows where the CPU has it. Rows: a multiple of 16.
-const kernels::GemmF32Lanes* lanes_for(const WeightMatrix& W, int64_t n, const MatmulScratch& scratch) {
+const kernels::GemmF32Lanes* lanes_for(const WeightMatrix& W, int64_t n, bool pairs_in, const MatmulScratch& scratch) {
   static const kernels::GemmF32Lanes* lanes = kernels::gemm_f32_lanes();
-  return lanes != nullptr && scratch.xlanes != nullptr && n >= kLaneMinTokens && W.rows % kRowBlock == 0 ? lanes
-                                                                                                         : nullptr;
+  const bool order_ok = W.type != DType::BF16 || pairs_in;
+  return lanes != nullptr && scratch.xlanes != nullptr && n >= kLaneMinTokens && W.rows % kRowBlock == 0 && order_ok
+             ? lanes
+             : nullptr;
+}
+
+// BF16 weights multiply in their pair order (kernels/float_dot_order.h), which the float GEMMs
+// take as the 16-lane order of deinterleaved rows and inputs: for products of several rows
+// whose columns are a multiple of 32 (else one dot_f32 per output).
+bool bf16_pairs_input(const WeightMatrix& W, int64_t n, const MatmulScratch& scratch) {
+  return W.type == DType::BF16 && n > 1 && W.cols % 32 == 0 && scratch.xr != nullptr;
+}
+
+// In 8-bit mode the input of a BF16 product holds bf16 values, so the lane-major GEMM can run
+// its `vdpbf16ps` form.
+bool bf16_values_input(const WeightMatrix& W, const MatmulScratch& scratch) {
+  return W.type == DType::BF16 && scratch.int8_activations && scratch.xr != nullptr;
 }
 
 // The input of the lane-major GEMM, packed into scratch.xlanes once for the products sharing it.
-void pack_lanes_input(ThreadPool& pool, const kernels::GemmF32Lanes& lanes, const float* x, int64_t n, int64_t cols,
-                      const MatmulScratch& scratch) {
+void pack_lanes_input(ThreadPool& pool, const kernels::GemmF32Lanes& lanes, bool pairs, const float* x, int64_t n,
+                      int64_t cols, const MatmulScratch& scratch) {
   const int64_t tiles = (n + kernels::kLaneTokens - 1) / kernels::kLaneTokens;
   pool.parallel_for(tiles, [&](int64_t b, int64_t e, int) {
     const int64_t t0 = b * kernels::kLaneTokens, t1 = std::min(n, e * kernels::kLaneTokens);
-    lanes.pack_x(x + t0 * cols, static_cast<size_t>(cols), t1 - t0, cols,
-                 scratch.xlanes + static_cast<size_t>(b) * kernels::lanes_x_tile_floats(cols));
+    (pairs ? lanes.pack_x_pairs : lanes.pack_x)(x + t0 * cols, static_cast<size_t>(cols), t1 - t0, cols,
+                                                scratch.xlanes + static_cast<size_t>(b) * kernels::lanes_x_tile_floats(cols));
   });
 }
 
 // y = W x from the packed input: per block of 32 weight rows, packed into the thread's scratch
 // (F32 / F16 / BF16 converted on the way, quantized rows of --float-act dequantized first),
 // every tile of tokens.
-void matmul_f32_lanes(ThreadPool& pool, const kernels::GemmF32Lanes& lanes, const WeightMatrix& W, float* y,
+void matmul_f32_lanes(ThreadPool& pool, const kernels::GemmF32Lanes& lanes, bool pairs, const WeightMatrix& W, float* y,
                       int64_t n, const MatmulScratch& scratch) {
   const TypeTraits& tr = *W.traits;
   const int64_t rows = W.rows, cols = W.cols;
@@ -199,6 +216,11 @@ void matmul_f32_lanes(ThreadPool& pool, const kernels::GemmF32Lanes& lanes, cons
     for (int64_t b = begin; b < end; ++b) {
       const int64_t r0 = b * kLaneRowBlock, nr = std::min<int64_t>(kLaneRowBlock, rows - r0);
       const uint8_t* src = W.rows_in(r0, nr, thread_wbuf(scratch, thread));
+      if (pairs) {
+        lanes.pack_w_pairs(src, W.row_bytes, nr, cols, wp);
+        lanes.gemm_pairs(wp, nr, scratch.xlanes, n, cols, y + r0, static_cast<size_t>(rows));
+        continue;
+      }
       if (W.type == DType::F32 || W.type == DType::F16 || W.type == DType::BF16) {
         lanes.pack_w(W.type, src, W.row_bytes, nr, cols, wp);  // converted as they are packed
       } else {
@@ -212,8 +234,8 @@ void matmul_f32_lanes(ThreadPool& pool, const kernels::GemmF32Lanes& lanes, cons
 
 // Float path: one dot_f32 per row for a single activation row; otherwise a float GEMM over
 // blocks of kRowBlock weight rows, dequantized once per block into the thread's scratch (F32
-// weights are used in place).
-void matmul_f32(ThreadPool& pool, const WeightMatrix& W, const float* x, float* y, int64_t n,
+// weights are used in place; BF16 ones deinterleaved, x then being deinterleaved: pairs_in).
+void matmul_f32(ThreadPool& pool, const WeightMatrix& W, const float* x, float* y, int64_t n, bool pairs_in,
                 const MatmulScratch& scratch) {
   const TypeTraits& tr = *W.traits;
   const int64_t rows = W.rows, cols = W.cols;
@@ -247,14 +269,25 @@ void matmul_f32(ThreadPool& pool, const WeightMatrix& W, const float* x, float* 
     return;
   }
   static const kernels::GemmF32Fn gemm = kernels::gemm_f32();
+  const bool bf16 = W.type == DType::BF16;
   pool.parallel_for_dynamic(blocks, 1, [&](int64_t begin, int64_t end, int thread) {
-    float* wrows = scratch.rows + static_cast<size_t>(thread) * kRowBlock * scratch.max_cols;
+    float* wrows = scratch.rows + static_cast<size_t>(thread) * kLaneRowBlock * scratch.max_cols;
+    float* unpaired = wrows + kRowBlock * scratch.max_cols;  // one row, before deinterleaving
     for (int64_t b = begin; b < end; ++b) {
       const int64_t r0 = b * kRowBlock, nr = std::min<int64_t>(kRowBlock, rows - r0);
       const uint8_t* src = W.rows_in(r0, nr, thread_wbuf(scratch, thread));
+      if (bf16 && !pairs_in) {
+        for (int64_t t = 0; t < n; ++t) {
+          for (int64_t r = 0; r < nr; ++r) y[t * rows + r0 + r] = tr.dot_f32(src + r * W.row_bytes, x + t * cols, cols);
+        }
+        continue;
+      }
       const float* w = reinterpret_cast<const float*>(src);
       if (W.type != DType::F32) {
-        for (int64_t r = 0; r < nr; ++r) tr.to_float(src + r * W.row_bytes, wrows + r * cols, cols);
+        for (int64_t r = 0; r < nr; ++r) {
+          tr.to_float(src + r * W.row_bytes, bf16 ? unpaired : wrows + r * cols, cols);
+          if (bf16) kernels::bf16_pairs_deinterleave(unpaired, wrows + r * cols, cols);
+        }
         w = wrows;
       }
       gemm(w, static_cast<size_t>(cols), x, static_cast<size_t>(cols), y + r0, static_cast<size_t>(rows), nr, n, cols);
@@ -263,15 +296,27 @@ void matmul_f32(ThreadPool& pool, const WeightMatrix& W, const float* x, float* 
 }
 
 // In 8-bit mode F16 / BF16 weights multiply activations rounded to their own type (see
-// MatmulScratch::xr); x otherwise.
-const float* float_path_input(ThreadPool& pool, const WeightMatrix& W, const float* x, int64_t n,
+// MatmulScratch::xr); x otherwise. Deinterleaved for the pair order where pairs_in.
+const float* float_path_input(ThreadPool& pool, const WeightMatrix& W, const float* x, int64_t n, bool pairs_in,
                               const MatmulScratch& scratch) {
-  if (!scratch.int8_activations || scratch.xr == nullptr || (W.type != DType::F16 && W.type != DType::BF16)) return x;
+  const bool round = scratch.int8_activations && scratch.xr != nullptr && (W.type == DType::F16 || W.type == DType::BF16);
+  if (!round && !pairs_in) return x;
   const int64_t cols = W.cols;
   const bool f16 = W.type == DType::F16;
   pool.parallel_for(n, [&](int64_t begin, int64_t end, int) {
-    for (int64_t i = begin * cols; i < end * cols; ++i) {
-      scratch.xr[i] = f16 ? f16_to_f32(f32_to_f16(x[i])) : bf16_to_f32(f32_to_bf16(x[i]));
+    for (int64_t t = begin; t < end; ++t) {
+      const float* in = x + t * cols;
+      float* out = scratch.xr + t * cols;
+      for (int64_t i = 0; i < cols; ++i) {
+        out[i] = !round ? in[i] : f16 ? f16_to_f32(f32_to_f16(in[i])) : bf16_to_f32(f32_to_bf16(in[i]));
+      }
+      if (pairs_in) {
+        alignas(64) float block[32];
+        for (int64_t b = 0; b < cols; b += 32) {
+          std::memcpy(block, out + b, sizeof(block));
+          kernels::bf16_pairs_deinterleave(block, out + b, 32);
+        }
+      }
     }
   });
   return scratch.xr;
@@ -289,17 +334,19 @@ void run(ThreadPool& pool, Path path, std::initializer_list<MatmulOutput> output
       DType rounded_for = DType::F32;
       bool packed = false;
       for (const MatmulOutput& o : outputs) {
+        const bool pairs_in = bf16_pairs_input(*o.W, n, scratch);
         if (in == nullptr || o.W->type != rounded_for) {
-          in = float_path_input(pool, *o.W, x, n, scratch);
+          in = float_path_input(pool, *o.W, x, n, pairs_in, scratch);
           rounded_for = o.W->type;
           packed = false;
         }
-        if (const kernels::GemmF32Lanes* lanes = lanes_for(*o.W, n, scratch)) {
-          if (!packed) pack_lanes_input(pool, *lanes, in, n, o.W->cols, scratch);
+        if (const kernels::GemmF32Lanes* lanes = lanes_for(*o.W, n, pairs_in, scratch)) {
+          const bool pairs = bf16_values_input(*o.W, scratch);
+          if (!packed) pack_lanes_input(pool, *lanes, pairs, in, n, o.W->cols, scratch);
           packed = true;
-          matmul_f32_lanes(pool, *lanes, *o.W, o.y, n, scratch);
+          matmul_f32_lanes(pool, *lanes, pairs, *o.W, o.y, n, scratch);
         } else {
-          matmul_f32(pool, *o.W, in, o.y, n, scratch);
+          matmul_f32(pool, *o.W, in, o.y, n, pairs_in, scratch);
         }
       }
       break;

@@ -43,7 +43,7 @@ void bf16_from_float(const float* src, void* dst, int64_t n) {
 
 float bf16_dot(const void* row, const float* x, int64_t n) {
   const uint16_t* w = static_cast<const uint16_t*>(row);
-  return float_dot_ref([w](int64_t i) { return bf16_to_f32(w[i]); }, x, n);
+  return bf16_pair_dot_ref([w](int64_t i) { return bf16_to_f32(w[i]); }, x, n);
 }
 
 }  // namespace ll3::kernels::ref

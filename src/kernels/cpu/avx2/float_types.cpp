@@ -8,13 +8,6 @@
 
 namespace ll3::kernels::avx2 {
 
-namespace {
-inline __m256 load_bf16(const uint16_t* p) {
-  __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-}  // namespace
-
 // Lanes 0-7 and 8-15 of kernels/float_dot_order.h's 16 in two accumulators: weight groups of 8
 // converted by Load (zero past n), the lanes summed as hsum8(lo + hi). dot16_finish: the last
 // partial group and the sum, for accumulators that have run over [0, i).
@@ -91,11 +84,6 @@ float f16_dot(const void* row, const float* x, int64_t n) {
   }, x, n);
 }
 
-float bf16_dot(const void* row, const float* x, int64_t n) {
-  const uint16_t* w = static_cast<const uint16_t*>(row);
-  return dot16([&](int64_t i) { return load8(w, i, n, [](const uint16_t* p) { return load_bf16(p); }); }, x, n);
-}
-
 void f16_to_float(const void* src, float* dst, int64_t n) {
   const uint16_t* s = static_cast<const uint16_t*>(src);
   int64_t i = 0;
@@ -151,8 +139,71 @@ void f16_dot_wrows(const void* rows, size_t stride, int64_t nrows, const float* 
                       [](const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); });
 }
 
+// BF16 rows in the pair order of kernels/float_dot_order.h: pairs 0-7 of a block of 32 in
+// one accumulator and 8-15 in the other; the weights' odd elements are the high halves of
+// their words, the even ones the low halves shifted up, and x's are gathered by shuffles once
+// per block for all the rows in flight. A last partial block goes through zeroed copies.
+namespace {
+struct XPairs {
+  __m256 odd[2], even[2];  // pairs 0-7, 8-15
+};
+inline XPairs x_pairs(const float* x) {
+  XPairs p;
+  for (int h = 0; h < 2; ++h) {
+    const __m256 a = _mm256_loadu_ps(x + 16 * h), b = _mm256_loadu_ps(x + 16 * h + 8);
+    p.odd[h] = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xdd)), 0xd8));
+    p.even[h] = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xd8));
+  }
+  return p;
+}
+inline void pairs_step(const uint16_t* w, const XPairs& x, __m256 acc[2]) {
+  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+  for (int h = 0; h < 2; ++h) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16 * h));
+    acc[h] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(v, high)), x.odd[h], acc[h]);
+    acc[h] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), x.even[h], acc[h]);
+  }
+}
+template <int R>
+void bf16_pairs_rows(const uint8_t* w, size_t stride, const float* x, int64_t n, float* y) {
+  __m256 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  const auto row = [&](int r) { return reinterpret_cast<const uint16_t*>(w + r * stride); };
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    for (int r = 0; r < R; ++r) {  // a block is one cache line of each row
+      const char* p = reinterpret_cast<const char*>(row(r) + i);
+      _mm_prefetch(p + kPrefetchL1Bytes, _MM_HINT_T0);
+      if (R > 1) _mm_prefetch(p + 8 * stride, _MM_HINT_T1);
+    }
+    const XPairs xp = x_pairs(x + i);
+    for (int r = 0; r < R; ++r) pairs_step(row(r) + i, xp, acc[r]);
+  }
+  if (i < n) {
+    alignas(32) float xt[32] = {};
+    for (int64_t j = i; j < n; ++j) xt[j - i] = x[j];
+    const XPairs xp = x_pairs(xt);
+    for (int r = 0; r < R; ++r) {
+      alignas(32) uint16_t wt[32] = {};
+      for (int64_t j = i; j < n; ++j) wt[j - i] = row(r)[j];
+      pairs_step(wt, xp, acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) y[r] = hsum8(_mm256_add_ps(acc[r][0], acc[r][1]));
+}
+}  // namespace
+
+float bf16_dot(const void* row, const float* x, int64_t n) {
+  float y;
+  bf16_pairs_rows<1>(static_cast<const uint8_t*>(row), 0, x, n, &y);
+  return y;
+}
+
 void bf16_dot_wrows(const void* rows, size_t stride, int64_t nrows, const float* x, int64_t n, float* y) {
-  dot_wrows<uint16_t>(rows, stride, nrows, x, n, y, bf16_dot, [](const uint16_t* p) { return load_bf16(p); });
+  const uint8_t* w = static_cast<const uint8_t*>(rows);
+  int64_t r = 0;
+  for (; r + 4 <= nrows; r += 4) bf16_pairs_rows<4>(w + r * stride, stride, x, n, y + r);
+  for (; r < nrows; ++r) y[r] = bf16_dot(w + r * stride, x, n);
 }
 
 }  // namespace ll3::kernels::avx2

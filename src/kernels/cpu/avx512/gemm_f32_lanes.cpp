@@ -54,11 +54,12 @@ inline void transpose16(__m512 r[16]) {
 }
 
 // One tile: RV vectors of 16 rows x T tokens, the token tile packed at xt; nt of the tokens
-// are real (the rest are padding, computed and dropped).
-template <int RV>
+// are real (the rest are padding, computed and dropped). kPairs: the BF16 pair order, each
+// entry of the packs a pair of bf16 and each step one `vdpbf16ps` (two fmas of an f32 step).
+template <int RV, bool kPairs>
 void lanes_tile(const float* wp, const float* xt, int64_t k, float* y, size_t ldy, int nt) {
   constexpr int R = 16 * RV;
-  const int64_t jn = lane_groups(k);
+  const int64_t jn = kPairs ? k / 32 : lane_groups(k);
   alignas(64) float lane_sums[16][RV][T][16];
   for (int l = 0; l < 16; ++l) {
     __m512 acc[RV][T];
@@ -66,7 +67,7 @@ void lanes_tile(const float* wp, const float* xt, int64_t k, float* y, size_t ld
       LL3_UNROLL for (int t = 0; t < T; ++t) acc[v][t] = _mm512_setzero_ps();
     const float* wl = wp + l * jn * R;
     const float* xl = xt + l * jn * T;
-    const int64_t len = lane_len(k, l);
+    const int64_t len = kPairs ? jn : lane_len(k, l);
     for (int64_t j = 0; j < len; ++j) {
       __m512 w[RV];
       LL3_UNROLL for (int v = 0; v < RV; ++v) {
@@ -76,7 +77,13 @@ void lanes_tile(const float* wp, const float* xt, int64_t k, float* y, size_t ld
       }
       LL3_UNROLL for (int t = 0; t < T; ++t) {
         const __m512 b = _mm512_set1_ps(xl[j * T + t]);
-        LL3_UNROLL for (int v = 0; v < RV; ++v) acc[v][t] = _mm512_fmadd_ps(w[v], b, acc[v][t]);
+        LL3_UNROLL for (int v = 0; v < RV; ++v) {
+          if constexpr (kPairs) {
+            acc[v][t] = _mm512_dpbf16_ps(acc[v][t], reinterpret_cast<__m512bh>(w[v]), reinterpret_cast<__m512bh>(b));
+          } else {
+            acc[v][t] = _mm512_fmadd_ps(w[v], b, acc[v][t]);
+          }
+        }
       }
     }
     LL3_UNROLL for (int v = 0; v < RV; ++v)
@@ -93,23 +100,31 @@ void lanes_tile(const float* wp, const float* xt, int64_t k, float* y, size_t ld
   }
 }
 
-// Rows of row_bytes each from w, converted exactly to float (as TypeTraits::to_float does) and
-// packed: each 16 x 16 block of a half of the rows transposed in registers.
-template <class E, __m512 (*load16)(const E*, __mmask16)>
-void pack_w(const void* w, size_t row_bytes, int64_t rows, int64_t k, float* wp) {
-  const int64_t jn = lane_groups(k);
+// Rows of row_bytes each packed: for each of jn groups, load(row, j) gives a row's 16 entries
+// of group j, and each 16 x 16 block of a half of the rows is transposed in registers.
+template <class Load>
+void pack_w(const void* w, size_t row_bytes, int64_t rows, int64_t jn, Load load, float* wp) {
   const uint8_t* base = static_cast<const uint8_t*>(w);
   for (int64_t h = 0; h < rows / 16; ++h) {
     for (int64_t j = 0; j < jn; ++j) {
-      const int64_t c0 = 16 * j;
-      const __mmask16 m = lanes_before(c0, k);
       __m512 r[16];
-      for (int i = 0; i < 16; ++i) r[i] = load16(reinterpret_cast<const E*>(base + (16 * h + i) * row_bytes) + c0, m);
+      for (int i = 0; i < 16; ++i) r[i] = load(base + (16 * h + i) * row_bytes, j);
       transpose16(r);
       for (int l = 0; l < 16; ++l) _mm512_store_ps(wp + (l * jn + j) * rows + 16 * h, r[l]);
     }
   }
 }
+
+// Groups of 16 columns converted exactly to float (as TypeTraits::to_float does).
+template <class E, __m512 (*load16)(const E*, __mmask16)>
+void pack_w_columns(const void* w, size_t row_bytes, int64_t rows, int64_t k, float* wp) {
+  pack_w(w, row_bytes, rows, lane_groups(k), [k](const uint8_t* row, int64_t j) {
+    return load16(reinterpret_cast<const E*>(row) + 16 * j, lanes_before(16 * j, k));
+  }, wp);
+}
+
+// A 64-byte block of a BF16 row: 16 words, each a pair (even element low, odd high).
+inline __m512i bf16_block(const uint8_t* row, int64_t b) { return _mm512_loadu_si512(row + 64 * b); }
 
 }  // namespace
 
@@ -129,23 +144,68 @@ void pack_x_lanes(const float* x, size_t ldx, int64_t n, int64_t k, float* xp) {
 
 void pack_w_lanes(DType type, const void* w, size_t row_bytes, int64_t rows, int64_t k, float* wp) {
   switch (type) {
-    case DType::F16: pack_w<uint16_t, load16_f16>(w, row_bytes, rows, k, wp); break;
-    case DType::BF16: pack_w<uint16_t, load16_bf16>(w, row_bytes, rows, k, wp); break;
-    default: pack_w<float, load16_f32>(w, row_bytes, rows, k, wp); break;
+    case DType::F16: pack_w_columns<uint16_t, load16_f16>(w, row_bytes, rows, k, wp); break;
+    case DType::BF16:
+      // The pair order as the 16-lane order of the deinterleaved row: group 2b holds block b's
+      // odd elements, group 2b + 1 its even ones (k a multiple of 32).
+      pack_w(w, row_bytes, rows, lane_groups(k), [](const uint8_t* row, int64_t j) {
+        const __m512i v = bf16_block(row, j / 2);
+        return _mm512_castsi512_ps(j % 2 == 0 ? _mm512_and_si512(v, _mm512_set1_epi32(static_cast<int>(0xffff0000u)))
+                                              : _mm512_slli_epi32(v, 16));
+      }, wp);
+      break;
+    default: pack_w_columns<float, load16_f32>(w, row_bytes, rows, k, wp); break;
   }
 }
 
-void gemm_f32_lanes(const float* wp, int64_t rows, const float* xp, int64_t n, int64_t k, float* y, size_t ldy) {
+void pack_x_pairs(const float* x, size_t ldx, int64_t n, int64_t k, float* xp) {
+  const int64_t jn = k / 32;
+  const size_t tile = lanes_x_tile_floats(k);
+  for (int64_t t0 = 0; t0 < n; t0 += T) {
+    uint32_t* xt = reinterpret_cast<uint32_t*>(xp + static_cast<size_t>(t0 / T) * tile);
+    const int64_t nt = std::min<int64_t>(T, n - t0);
+    if (nt < T) std::memset(xt, 0, tile * sizeof(float));  // padding tokens: finite products
+    for (int64_t t = 0; t < nt; ++t) {
+      const float* row = x + (t0 + t) * ldx;
+      for (int64_t j = 0; j < jn; ++j) {
+        for (int l = 0; l < 16; ++l) {
+          uint32_t odd, even;  // bf16 values: their low halves are zero
+          std::memcpy(&odd, row + 32 * j + l, 4);
+          std::memcpy(&even, row + 32 * j + 16 + l, 4);
+          xt[(l * jn + j) * T + t] = (odd & 0xffff0000u) | (even >> 16);
+        }
+      }
+    }
+  }
+}
+
+void pack_w_pairs(const void* w, size_t row_bytes, int64_t rows, int64_t k, float* wp) {
+  pack_w(w, row_bytes, rows, k / 32, [](const uint8_t* row, int64_t j) { return _mm512_castsi512_ps(bf16_block(row, j)); },
+         wp);
+}
+
+namespace {
+template <bool kPairs>
+void gemm_tiles(const float* wp, int64_t rows, const float* xp, int64_t n, int64_t k, float* y, size_t ldy) {
   const size_t tile = lanes_x_tile_floats(k);
   for (int64_t t0 = 0; t0 < n; t0 += T) {
     const float* xt = xp + static_cast<size_t>(t0 / T) * tile;
     const int nt = static_cast<int>(std::min<int64_t>(T, n - t0));
     if (rows == 32) {
-      lanes_tile<2>(wp, xt, k, y + t0 * ldy, ldy, nt);
+      lanes_tile<2, kPairs>(wp, xt, k, y + t0 * ldy, ldy, nt);
     } else {
-      lanes_tile<1>(wp, xt, k, y + t0 * ldy, ldy, nt);
+      lanes_tile<1, kPairs>(wp, xt, k, y + t0 * ldy, ldy, nt);
     }
   }
+}
+}  // namespace
+
+void gemm_f32_lanes(const float* wp, int64_t rows, const float* xp, int64_t n, int64_t k, float* y, size_t ldy) {
+  gemm_tiles<false>(wp, rows, xp, n, k, y, ldy);
+}
+
+void gemm_pairs(const float* wp, int64_t rows, const float* xp, int64_t n, int64_t k, float* y, size_t ldy) {
+  gemm_tiles<true>(wp, rows, xp, n, k, y, ldy);
 }
 
 }  // namespace ll3::kernels::avx512
