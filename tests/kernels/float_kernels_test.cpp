@@ -10,7 +10,10 @@
 
 #include "core/cpu_features.h"
 #include "core/half.h"
+#include "core/aligned.h"
+#include "kernels/float_dot_order.h"
 #include "kernels/float_kernels.h"
+#include "kernels/gemm_f32.h"
 
 namespace ll3 {
 namespace {
@@ -35,12 +38,12 @@ void check_dots(DotFn f32, DotFn f16, DotFn bf16) {
     std::vector<float> w(n), x(n);
     for (float& v : w) v = nd(rng);
     for (float& v : x) v = nd(rng);
-    const float tol = 1e-5f * std::sqrt(static_cast<float>(n)) * 8;
-    EXPECT_NEAR(f32(w.data(), x.data(), n), kernels::ref::f32_dot(w.data(), x.data(), n), tol) << n;
+    // The same order of operations (kernels/float_dot_order.h), so the same bits.
+    EXPECT_EQ(f32(w.data(), x.data(), n), kernels::ref::f32_dot(w.data(), x.data(), n)) << n;
     auto h = to_f16(w);
-    EXPECT_NEAR(f16(h.data(), x.data(), n), kernels::ref::f16_dot(h.data(), x.data(), n), tol) << n;
+    EXPECT_EQ(f16(h.data(), x.data(), n), kernels::ref::f16_dot(h.data(), x.data(), n)) << n;
     auto b = to_bf16(w);
-    EXPECT_NEAR(bf16(b.data(), x.data(), n), kernels::ref::bf16_dot(b.data(), x.data(), n), tol) << n;
+    EXPECT_EQ(bf16(b.data(), x.data(), n), kernels::ref::bf16_dot(b.data(), x.data(), n)) << n;
   }
 }
 
@@ -89,6 +92,33 @@ void check_rows_at_once(const RowsKernels& k) {
           EXPECT_NEAR(y[r], c.ref(row, x.data(), n), 1e-4f * std::sqrt(static_cast<float>(n))) << c.name;
         }
       }
+    }
+  }
+}
+
+// The BF16 prompt GEMM's `vdpbf16ps` tiles give the pair order's bits (two fmas per lane, the
+// odd element first), with operands over 40 binades: what the instruction does on this CPU,
+// not only what its manual says.
+TEST(FloatKernels, Bf16PairTilesGiveThePairOrderBits) {
+  const kernels::GemmF32Lanes* lanes = kernels::gemm_f32_lanes();
+  if (lanes == nullptr) GTEST_SKIP() << "no AVX-512 (BF16) kernels on this CPU (or LL3_CPU caps them)";
+  std::mt19937 rng(31);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_int_distribution<int> e(-20, 20);
+  const int64_t k = 512, rows = 32, n = 13;  // two tiles, the second one partial
+  std::vector<uint16_t> w(rows * k);
+  std::vector<float> x(n * k), xd(n * k);
+  for (uint16_t& v : w) v = f32_to_bf16(std::ldexp(nd(rng), e(rng)));
+  for (float& v : x) v = bf16_to_f32(f32_to_bf16(std::ldexp(nd(rng), e(rng))));
+  for (int64_t t = 0; t < n; ++t) kernels::bf16_pairs_deinterleave(&x[t * k], &xd[t * k], k);
+  AlignedVector<float> wp(kernels::lanes_w_floats(rows, k)), xp(kernels::lanes_x_floats(n, k));
+  std::vector<float> y(n * rows);
+  lanes->pack_x_pairs(xd.data(), k, n, k, xp.data());
+  lanes->pack_w_pairs(w.data(), k * 2, rows, k, wp.data());
+  lanes->gemm_pairs(wp.data(), rows, xp.data(), n, k, y.data(), rows);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t r = 0; r < rows; ++r) {
+      ASSERT_EQ(y[t * rows + r], kernels::ref::bf16_dot(&w[r * k], &x[t * k], k)) << "token " << t << " row " << r;
     }
   }
 }
