@@ -7,7 +7,7 @@ namespace ll3::kernels {
 
 namespace {
 
-// Without AVX-512: one dispatched (AVX2 where present) dot product per output.
+// Without AVX2: one dot product per output.
 void gemm_f32_dots(const float* w, size_t ldw, const float* x, size_t ldx, float* y, size_t ldy, int64_t rows,
                    int64_t n, int64_t k) {
   static const TypeTraits* f32 = type_traits(DType::F32);
@@ -18,7 +18,9 @@ void gemm_f32_dots(const float* w, size_t ldw, const float* x, size_t ldx, float
 }  // namespace
 
 GemmF32Fn gemm_f32() {
-  static const GemmF32Fn fn = cpu_features().has_avx512_set() ? avx512::gemm_f32 : gemm_f32_dots;
+  static const GemmF32Fn fn = cpu_features().has_avx512_set() ? avx512::gemm_f32
+                              : cpu_features().has_avx2_set()   ? avx2::gemm_f32
+                                                                : gemm_f32_dots;
   return fn;
 }
 

@@ -18,6 +18,10 @@ namespace ref {
 void gemm_f32(const float* w, size_t ldw, const float* x, size_t ldx, float* y, size_t ldy, int64_t rows,
               int64_t n, int64_t k);
 }
+namespace avx2 {
+void gemm_f32(const float* w, size_t ldw, const float* x, size_t ldx, float* y, size_t ldy, int64_t rows,
+              int64_t n, int64_t k);
+}
 namespace avx512 {
 void gemm_f32(const float* w, size_t ldw, const float* x, size_t ldx, float* y, size_t ldy, int64_t rows,
               int64_t n, int64_t k);
