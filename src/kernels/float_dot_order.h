@@ -22,6 +22,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 namespace ll3::kernels {
 
@@ -62,6 +63,24 @@ inline void bf16_pairs_deinterleave(const float* in, float* out, int64_t n) {
       out[b + l] = in[b + 2 * l + 1];
       out[b + 16 + l] = in[b + 2 * l];
     }
+  }
+}
+
+// A BF16 row of n elements (n a multiple of 32) as floats, deinterleaved as above: word l of a
+// block holds element 2 l in its low half and 2 l + 1 in its high half, so the odd element is
+// the word with its low half cleared and the even one the word shifted up (a loop compilers
+// vectorize).
+inline void bf16_row_to_pairs(const void* row, float* out, int64_t n) {
+  const uint8_t* src = static_cast<const uint8_t*>(row);
+  for (int64_t b = 0; b < n; b += 32) {
+    uint32_t words[16], odd[16], even[16];
+    std::memcpy(words, src + 2 * b, sizeof(words));
+    for (int l = 0; l < 16; ++l) {
+      odd[l] = words[l] & 0xffff0000u;
+      even[l] = words[l] << 16;
+    }
+    std::memcpy(out + b, odd, sizeof(odd));
+    std::memcpy(out + b + 16, even, sizeof(even));
   }
 }
 

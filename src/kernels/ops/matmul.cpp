@@ -272,7 +272,6 @@ void matmul_f32(ThreadPool& pool, const WeightMatrix& W, const float* x, float* 
   const bool bf16 = W.type == DType::BF16;
   pool.parallel_for_dynamic(blocks, 1, [&](int64_t begin, int64_t end, int thread) {
     float* wrows = scratch.rows + static_cast<size_t>(thread) * kLaneRowBlock * scratch.max_cols;
-    float* unpaired = wrows + kRowBlock * scratch.max_cols;  // one row, before deinterleaving
     for (int64_t b = begin; b < end; ++b) {
       const int64_t r0 = b * kRowBlock, nr = std::min<int64_t>(kRowBlock, rows - r0);
       const uint8_t* src = W.rows_in(r0, nr, thread_wbuf(scratch, thread));
@@ -285,8 +284,11 @@ void matmul_f32(ThreadPool& pool, const WeightMatrix& W, const float* x, float* 
       const float* w = reinterpret_cast<const float*>(src);
       if (W.type != DType::F32) {
         for (int64_t r = 0; r < nr; ++r) {
-          tr.to_float(src + r * W.row_bytes, bf16 ? unpaired : wrows + r * cols, cols);
-          if (bf16) kernels::bf16_pairs_deinterleave(unpaired, wrows + r * cols, cols);
+          if (bf16) {
+            kernels::bf16_row_to_pairs(src + r * W.row_bytes, wrows + r * cols, cols);
+          } else {
+            tr.to_float(src + r * W.row_bytes, wrows + r * cols, cols);
+          }
         }
         w = wrows;
       }
