@@ -1,6 +1,7 @@
 // Random inputs shared by the kernel microbenchmarks.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -27,6 +28,16 @@ inline std::vector<uint8_t> make_weights(DType t, int64_t n, int64_t rows) {
     const std::vector<float> x = random_floats(n, 42u + static_cast<uint32_t>(r), 0.02f);
     type_traits(t)->from_float(x.data(), w.data() + r * row_bytes, n);
   }
+  return w;
+}
+
+// As make_weights, but only the first `unique` rows are quantized and the rest repeat them: a
+// matrix larger than the last-level cache (what decode streams) without minutes of quantizing.
+inline std::vector<uint8_t> make_weights_tiled(DType t, int64_t n, int64_t rows, int64_t unique = 2048) {
+  if (rows <= unique) return make_weights(t, n, rows);
+  const std::vector<uint8_t> u = make_weights(t, n, unique);
+  std::vector<uint8_t> w(dtype_row_bytes(t, n) * static_cast<size_t>(rows));
+  for (size_t off = 0; off < w.size(); off += u.size()) std::copy_n(u.begin(), std::min(u.size(), w.size() - off), w.begin() + off);
   return w;
 }
 

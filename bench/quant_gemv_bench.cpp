@@ -8,13 +8,16 @@
 #include <vector>
 
 #include "bench_data.h"
+#include "core/aligned.h"
 #include "kernels/panels.h"
+#include "kernels/stream_read.h"
 #include "kernels/type_traits.h"
 
 namespace {
 
 using ll3::DType;
 using ll3::bench::make_weights;
+using ll3::bench::make_weights_tiled;
 using ll3::bench::quantized_activations;
 using ll3::bench::random_floats;
 
@@ -94,7 +97,7 @@ void gemv_panels(benchmark::State& state, DType t) {
     state.SkipWithError("no panel kernel");
     return;
   }
-  std::vector<uint8_t> w = make_weights(t, n, rows);
+  std::vector<uint8_t> w = make_weights_tiled(t, n, rows);
   ll3::kernels::panel_pack_matrix(t, w.data(), rows, n);
   const size_t row_bytes = ll3::dtype_row_bytes(t, n);
   const std::vector<uint8_t> xq = quantized_activations(t, random_floats(n, 1));
@@ -114,12 +117,46 @@ void gemv_panels(benchmark::State& state, DType t) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.size()));
 }
 
+// F16 / BF16 / F32 rows through dot_f32_wrows over chunks of 16 rows: the float decode path.
+void gemv_float_wrows(benchmark::State& state, DType t) {
+  const int64_t n = state.range(0), rows = state.range(1);
+  const ll3::TypeTraits* tt = ll3::type_traits(t);
+  const std::vector<uint8_t> w = make_weights_tiled(t, n, rows);
+  const size_t row_bytes = ll3::dtype_row_bytes(t, n);
+  const std::vector<float> x = random_floats(n, 1);
+  std::vector<float> y(rows);
+  constexpr int64_t kChunk = 16;
+  for (auto _ : state) {
+    for (int64_t r0 = 0; r0 < rows; r0 += kChunk) {
+      tt->dot_f32_wrows(w.data() + r0 * row_bytes, row_bytes, std::min(kChunk, rows - r0), x.data(), n, y.data() + r0);
+    }
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.size()));
+}
+
+// The streaming read `ll3 bench --roofline` measures (kernels/stream_read.h) over range(0) MiB:
+// beside the DRAM-sized shapes above (Args {2048, 65536}), the share of the read a kernel reaches.
+void stream(benchmark::State& state, bool prefetch) {
+  const size_t bytes = static_cast<size_t>(state.range(0)) << 20;
+  ll3::AlignedVector<uint8_t> buf(bytes);  // stream_read's loads are aligned
+  for (size_t i = 0; i < bytes; i += 64) buf[i] = static_cast<uint8_t>(i >> 6);
+  for (auto _ : state) benchmark::DoNotOptimize(ll3::kernels::stream_read(buf.data(), bytes, prefetch));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
+}
+BENCHMARK_CAPTURE(stream, prefetch, true)->Arg(128)->Threads(1)->Threads(2)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(stream, plain, false)->Arg(128)->Threads(1)->Threads(2)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(gemv_float_wrows, F16, DType::F16)->Args({2048, 32768})->Threads(1)->Threads(2)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(gemv_float_wrows, BF16, DType::BF16)->Args({2048, 32768})->Threads(1)->Threads(2)->Unit(benchmark::kMicrosecond);
+
 // Old and new interleaved, so both see the same machine load: compare medians of repetitions
 // (--benchmark_repetitions=5 --benchmark_enable_random_interleaving=true).
 #define LL3_GEMV_WROWS(T)                                                                              \
   BENCHMARK_CAPTURE(gemv_wrows, T##_dot_q, DType::T, false)->Args({2048, 8192})->Args({8192, 2048})->Args({2048, 512})->Unit(benchmark::kMicrosecond); \
   BENCHMARK_CAPTURE(gemv_wrows, T##_wrows, DType::T, true)->Args({2048, 8192})->Args({8192, 2048})->Args({2048, 512})->Unit(benchmark::kMicrosecond); \
-  BENCHMARK_CAPTURE(gemv_panels, T##_panels, DType::T)->Args({2048, 8192})->Args({8192, 2048})->Args({2048, 512})->Unit(benchmark::kMicrosecond);
+  BENCHMARK_CAPTURE(gemv_panels, T##_panels, DType::T)->Args({2048, 8192})->Args({8192, 2048})->Args({2048, 512})->Unit(benchmark::kMicrosecond); \
+  BENCHMARK_CAPTURE(gemv_panels, T##_panels, DType::T)->Args({2048, 65536})->Threads(1)->Threads(2)->Unit(benchmark::kMicrosecond);
 
 LL3_GEMV_WROWS(Q4_K)
 LL3_GEMV_WROWS(Q6_K)
@@ -177,7 +214,7 @@ void gemm_panels(benchmark::State& state, DType t) {
     state.SkipWithError("no panel row kernel");
     return;
   }
-  std::vector<uint8_t> w = make_weights(t, n, rows);
+  std::vector<uint8_t> w = make_weights_tiled(t, n, rows);
   ll3::kernels::panel_pack_matrix(t, w.data(), rows, n);
   const size_t xq_bytes = ll3::dtype_row_bytes(tt->vec_dot_type, n);
   std::vector<uint8_t> xq;

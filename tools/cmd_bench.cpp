@@ -63,8 +63,9 @@ struct BandwidthReads {
   }
 };
 
-// Read bandwidth of a 1 GiB buffer (far larger than any cache) in two patterns: every thread
-// streams its own contiguous slice, or the threads take 1 MiB stripes in turn.
+// Read bandwidth of a 1 GiB buffer (far larger than any cache) in two patterns, each with and
+// without software prefetch (kernels/stream_read.h): every thread streams its own contiguous
+// slice, or the threads take 1 MiB stripes in turn.
 class BandwidthProbe {
  public:
   explicit BandwidthProbe(int threads) : pool_(threads) {
@@ -83,7 +84,7 @@ class BandwidthProbe {
   BandwidthProbe(const BandwidthProbe&) = delete;
   BandwidthProbe& operator=(const BandwidthProbe&) = delete;
 
-  // `passes` reads of each pattern.
+  // `passes` reads of each pattern and prefetch.
   BandwidthReads measure(int passes) {
     BandwidthReads r;
     if (mem_ == nullptr) return r;
@@ -93,17 +94,18 @@ class BandwidthProbe {
     const int64_t nt = pool_.size();
     constexpr size_t kStripe = size_t{1} << 20;
     for (int pass = 0; pass < passes; ++pass) {
-      for (int pattern = 0; pattern < 2; ++pattern) {
+      for (int pattern = 0; pattern < 4; ++pattern) {
+        const bool prefetch = pattern % 2 == 0;
         const double t0 = now_seconds();
-        if (pattern == 0) {
+        if (pattern < 2) {
           pool_.parallel_for(static_cast<int64_t>(kBytes / 256), [&](int64_t b, int64_t e, int) {
-            sink = sink + kernels::stream_read(buf + b * 256, static_cast<size_t>(e - b) * 256);
+            sink = sink + kernels::stream_read(buf + b * 256, static_cast<size_t>(e - b) * 256, prefetch);
           });
         } else {
           pool_.parallel_for(nt, [&](int64_t b, int64_t e, int) {
             for (int64_t t = b; t < e; ++t) {
               for (size_t off = static_cast<size_t>(t) * kStripe; off < kBytes; off += static_cast<size_t>(nt) * kStripe) {
-                sink = sink + kernels::stream_read(buf + off, kStripe);
+                sink = sink + kernels::stream_read(buf + off, kStripe, prefetch);
               }
             }
           });
@@ -132,7 +134,7 @@ void save_bandwidth(int threads, double gbps) {
 }
 
 // The cached roofline for this thread count (reads = 0), measured when absent (or when
-// `remeasure`): the best of 7 reads of each pattern.
+// `remeasure`): the best of 4 reads of each pattern.
 BandwidthReads bandwidth(int threads, bool remeasure) {
   BandwidthReads r;
   if (!remeasure) {
@@ -143,7 +145,7 @@ BandwidthReads bandwidth(int threads, bool remeasure) {
       return r;
     }
   }
-  r = BandwidthProbe(threads).measure(7);
+  r = BandwidthProbe(threads).measure(4);
   save_bandwidth(threads, r.best);
   return r;
 }
@@ -202,7 +204,7 @@ int cmd_bench(int argc, char** argv) {
                   "\"read_gbps_min\": %.2f, \"reads\": %d}]\n",
                   threads, bw.best, bw.median, bw.worst, bw.reads);
     } else {
-      std::printf("memory read bandwidth, %d threads: %.2f GB/s (best of %d reads in 2 patterns; median %.2f, min %.2f)\n",
+      std::printf("memory read bandwidth, %d threads: %.2f GB/s (best of %d reads in 4 patterns; median %.2f, min %.2f)\n",
                   threads, bw.best, bw.reads, bw.median, bw.worst);
     }
     return 0;
@@ -258,7 +260,7 @@ int cmd_bench(int argc, char** argv) {
     std::string test;
     int n_prompt, n_gen, n_depth;
     Stats ts;
-    double gbps = 0, bw_pct = 0;
+    double gbps = 0, bw_pct = 0, paired_pct = 0;
   };
   std::vector<Row> rows;
   // The decode roofline: the cached figure, or with --roofline the best of reads taken right
@@ -279,23 +281,38 @@ int cmd_bench(int argc, char** argv) {
       if (g == 0) continue;
       run_tg(g, d);
       const double bytes = static_cast<double>(m.bytes_per_token());
-      std::vector<double> v;
+      // With a probe, reads[r] and reads[r + 1] are the best reads right before and right after
+      // repetition r.
+      std::vector<double> v, reads;
+      auto probe_reads = [&] {
+        // Each pool's workers spin a few milliseconds after their last job: let them go to
+        // sleep so that the probe and the decode do not share the cores.
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        const BandwidthReads b = probe->measure(1);
+        bw.add(b);
+        reads.push_back(b.best);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      };
       for (int r = 0; r < reps; ++r) {
-        if (probe) {
-          // Each pool's workers spin a few milliseconds after their last job: let them go to
-          // sleep so that the probe and the decode do not share the cores.
-          std::this_thread::sleep_for(std::chrono::milliseconds(20));
-          bw.add(probe->measure(2));
-          std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
+        if (probe && r == 0) probe_reads();
         v.push_back(run_tg(g, d));
+        if (probe) probe_reads();
       }
       Row row{"tg" + std::to_string(g) + at_depth, 0, g, d, stats(v)};
       row.gbps = row.ts.mean * bytes / 1e9;
       if (probe) save_bandwidth(threads, bw.best);
-      // The median repetition against the best read: an upper bound cannot be beaten by a lucky
-      // read, and the decode's own noise stays out of it.
+      // The median repetition against the best read of the run: an upper bound that a lucky
+      // read cannot beat, and the decode's own noise stays out of it.
       row.bw_pct = bw.best > 0 ? 100.0 * median(v) * bytes / 1e9 / bw.best : 0;
+      // Paired: each repetition against the better of the reads on either side of it, the
+      // median of those shares. A host whose bandwidth moves with its neighbours' load (one Zen 4
+      // VM read 30 GB/s in one minute and 54 in the next) puts a decode taken in a slow minute
+      // against the read of a fast one in bw_pct; here it meets the reads of its own minute.
+      if (probe) {
+        std::vector<double> share;
+        for (int r = 0; r < reps; ++r) share.push_back(100.0 * v[r] * bytes / 1e9 / std::max(reads[r], reads[r + 1]));
+        row.paired_pct = median(share);
+      }
       rows.push_back(row);
     }
   }
@@ -315,6 +332,7 @@ int cmd_bench(int argc, char** argv) {
         o["bandwidth_reads"] = bw.reads;
         o["bandwidth_paired"] = roofline;  // measured before each repetition, not the cached figure
         o["bandwidth_pct"] = r.bw_pct;
+        if (roofline) o["bandwidth_paired_pct"] = r.paired_pct;
       }
       out.push_back(o);
     }
@@ -326,7 +344,11 @@ int cmd_bench(int argc, char** argv) {
       std::printf("| %s | %.2f GiB | %d | %s | %.2f ± %.2f | %s | %s |\n", type.c_str(), model_bytes / 1073741824.0,
                   threads, r.test.c_str(), r.ts.mean, r.ts.stddev,
                   r.n_gen ? strprintf("%.1f", r.gbps).c_str() : "",
-                  r.n_gen ? strprintf("%.0f%% of %.1f (reads %.1f-%.1f)", r.bw_pct, bw.best, bw.worst, bw.best).c_str() : "");
+                  !r.n_gen ? ""
+                  : roofline
+                      ? strprintf("%.0f%% paired, %.0f%% of the best %.1f (reads %.1f-%.1f)", r.paired_pct, r.bw_pct, bw.best,
+                                  bw.worst, bw.best).c_str()
+                      : strprintf("%.0f%% of %.1f (cached)", r.bw_pct, bw.best).c_str());
     }
   }
   return 0;

@@ -64,6 +64,8 @@ CpuFeatures detect() {
   } else if (cap != nullptr && std::strcmp(cap, "scalar") == 0) {
     f = CpuFeatures();
   }
+  f.panel_prefetch = !f.amd;
+  if (const char* pf = std::getenv("LL3_PREFETCH"); pf != nullptr && (*pf == '0' || *pf == '1')) f.panel_prefetch = *pf == '1';
   return f;
 }
 

@@ -20,6 +20,11 @@ struct CpuFeatures {
   // AMD (cpuid vendor AuthenticAMD): where vpmulld is one multiply-port slot (Zen 4 / 5),
   // against two on Intel's cores; the Q4_K batch kernel picks its scale multiply by it.
   bool amd = false;
+  // Whether the panel decode kernels issue software prefetches (kernels/cpu/prefetch.h). On
+  // Intel they lift decode by a quarter (Sapphire Rapids); on Zen 4 the hardware prefetchers
+  // alone stream faster (Q4_K_M, one core, 33.1 -> 36.9 t/s without). Off on AMD;
+  // LL3_PREFETCH=0|1 overrides it (comparisons).
+  bool panel_prefetch = true;
   // AVX2 + FMA + F16C: what the avx2 kernels are compiled for.
   bool has_avx2_set() const { return avx2 && fma && f16c; }
   // The avx512 kernel directory's flags.

@@ -4,10 +4,10 @@
 
 namespace ll3::kernels {
 
-uint64_t stream_read(const uint8_t* p, size_t n) {
+uint64_t stream_read(const uint8_t* p, size_t n, bool prefetch) {
   const CpuFeatures& f = cpu_features();
-  if (f.has_avx512_set()) return avx512::stream_read(p, n);
-  if (f.has_avx2_set()) return avx2::stream_read(p, n);
+  if (f.has_avx512_set()) return avx512::stream_read(p, n, prefetch);
+  if (f.has_avx2_set()) return avx2::stream_read(p, n, prefetch);
   return ref::stream_read(p, n);
 }
 

@@ -14,6 +14,7 @@
 #include "kernels/float_dot_order.h"
 #include "kernels/float_kernels.h"
 #include "kernels/gemm_f32.h"
+#include "kernels/stream_read.h"
 
 namespace ll3 {
 namespace {
@@ -233,6 +234,28 @@ TEST(HalfConversions, Bf16RoundsToNearestEven) {
   std::memcpy(&f, &bits, 4);
   EXPECT_EQ(f32_to_bf16(f), 0x3f82);
   EXPECT_EQ(bf16_to_f32(0xc040), -3.0f);
+}
+
+// The roofline's streaming read: every version, with and without prefetch, folds every word of
+// the buffer (a flipped byte anywhere changes the result) into the xor of its 8-byte words, as the
+// reference does.
+TEST(StreamRead, EveryVersionReadsEveryByte) {
+  constexpr size_t kBytes = 64 * 1024 + 256;
+  AlignedVector<uint8_t> buf(kBytes);  // the SIMD versions use aligned loads
+  std::mt19937 rng(5);
+  for (size_t i = 0; i < kBytes; ++i) buf.data()[i] = static_cast<uint8_t>(rng());
+  const uint64_t want = kernels::ref::stream_read(buf.data(), kBytes);
+  for (bool prefetch : {true, false}) {
+    EXPECT_EQ(kernels::stream_read(buf.data(), kBytes, prefetch), want);
+    if (cpu_features().has_avx2_set()) EXPECT_EQ(kernels::avx2::stream_read(buf.data(), kBytes, prefetch), want);
+    if (cpu_features().has_avx512_set()) EXPECT_EQ(kernels::avx512::stream_read(buf.data(), kBytes, prefetch), want);
+  }
+  for (size_t at : {size_t{0}, size_t{4097}, kBytes - 1}) {
+    buf.data()[at] ^= 0x10;
+    EXPECT_NE(kernels::stream_read(buf.data(), kBytes, false), want) << at;
+    EXPECT_NE(kernels::stream_read(buf.data(), kBytes, true), want) << at;
+    buf.data()[at] ^= 0x10;
+  }
 }
 
 }  // namespace

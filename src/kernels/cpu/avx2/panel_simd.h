@@ -61,11 +61,14 @@ inline void q6_k_assemble(__m256i ql, __m256i hb, int q, __m256i& lo, __m256i& h
 
 // Line kk of the Q6_K half block at `half` (qh lines at +0, ql lines at +512) for rows 8 hf ..
 // 8 hf + 7, assembled (q6_k_assemble, group kk / 4). With hf == 0 its lines are prefetched too
-// (prefetch.h; a qh line serves two ql lines, so it is prefetched once).
+// (prefetch.h; a qh line serves two ql lines, so it is prefetched once): by prefetch_line in
+// decode, by prefetch_line_always in the batched kernels (kBatch).
+template <bool kBatch>
 inline void q6_k_line(const uint8_t* half, int kk, int hf, __m256i& lo, __m256i& hi) {
   if (hf == 0) {
-    if (kk < 8) prefetch_line(half + 64 * kk);
-    prefetch_line(half + 512 + 64 * kk);
+    const auto pf = kBatch ? prefetch_line_always : prefetch_line;
+    if (kk < 8) pf(half + 64 * kk);
+    pf(half + 512 + 64 * kk);
   }
   q6_k_assemble(load_half(half + 512 + 64 * kk, hf), load_half(half + 64 * (kk % 8), hf), kk / 4, lo, hi);
 }

@@ -44,7 +44,7 @@ struct alignas(32) Q4KBlock {
 inline void q4_k_unpack(const uint8_t* blk, Q4KBlock& b) {
   const __m256i m3f = _mm256_set1_epi8(0x3f), m0f = _mm256_set1_epi8(0x0f),
                 m03 = _mm256_set1_epi8(0x03);
-  for (int l = 0; l < 4; ++l) prefetch_line(blk + 64 * l);
+  for (int l = 0; l < 4; ++l) prefetch_line_always(blk + 64 * l);
   for (int hf = 0; hf < 2; ++hf) {
     const __m256i sc0 = load_half(blk + 64, hf), sc1 = load_half(blk + 128, hf),
                   sc2 = load_half(blk + 192, hf);
@@ -66,7 +66,7 @@ inline void q4_k_unpack(const uint8_t* blk, Q4KBlock& b) {
   LL3_UNROLL for (int j = 0; j < 4; ++j) {
     LL3_UNROLL for (int k = 0; k < 8; ++k) {
       const uint8_t* line = blk + 256 + 64 * (8 * j + k);
-      prefetch_line(line);
+      prefetch_line_always(line);
       LL3_UNROLL for (int hf = 0; hf < 2; ++hf) {
         const __m256i q = load_half(line, hf);
         _mm256_store_si256(&b.q[j][k][hf], _mm256_and_si256(q, m0f));
@@ -137,7 +137,7 @@ inline void q6_k_unpack(const uint8_t* blk, Q6KBlock& b) {
   const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
   for (int hf = 0; hf < 2; ++hf) {
     for (int s = 0; s < 4; ++s) {
-      if (hf == 0) prefetch_line(blk + 64 * s);
+      if (hf == 0) prefetch_line_always(blk + 64 * s);
       b.sc[hf][s] = load_half(blk + 64 * s, hf);
     }
     b.c1[hf] = _mm256_madd_epi16(
@@ -153,7 +153,7 @@ inline void q6_k_unpack(const uint8_t* blk, Q6KBlock& b) {
     LL3_UNROLL for (int kk = 0; kk < 16; ++kk) {
       LL3_UNROLL for (int hf = 0; hf < 2; ++hf) {
         __m256i lo, hi;
-        q6_k_line(half, kk, hf, lo, hi);
+        q6_k_line<true>(half, kk, hf, lo, hi);
         _mm256_store_si256(&b.u[h][kk][hf], lo);
         _mm256_store_si256(&b.u[h][kk][2 + hf], hi);
       }
@@ -272,7 +272,7 @@ void q6_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* x
         for (int64_t i = s0; i < s1; ++i) {
           const int64_t h2 = i & 1;
           const uint8_t* unit = w + (i / 2) * kUnit;
-          if (h2 == 0) prefetch_line(unit);
+          if (h2 == 0) prefetch_line_always(unit);
           q6_k_unpack(unit + 64 + 3328 * h2, b);
           const __m256 dw[2] = {load_f16x8(unit + 32 * h2, 0), load_f16x8(unit + 32 * h2, 1)};
           token_passes<2>(nt, [&]<int NX, bool>(int x) {

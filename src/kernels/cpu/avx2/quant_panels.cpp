@@ -163,7 +163,7 @@ void q6_k_dot_q8_k_panels(const void* panels, int64_t npanels, const void* xq, c
               const __m256i al = bcast32(aq + 128 * h + 4 * kk), ah = bcast32(aq + 128 * h + 64 + 4 * kk);
               for (int hf = 0; hf < 2; ++hf) {
                 __m256i lo, hi;
-                q6_k_line(half, kk, hf, lo, hi);
+                q6_k_line<false>(half, kk, hf, lo, hi);
                 ul[hf] = _mm256_add_epi16(ul[hf], _mm256_maddubs_epi16(lo, al));
                 uh[hf] = _mm256_add_epi16(uh[hf], _mm256_maddubs_epi16(hi, ah));
               }

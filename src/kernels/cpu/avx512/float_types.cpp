@@ -30,8 +30,8 @@ inline float dot16(Load load, const float* x, int64_t n) {
 }
 
 // Four rows against one x: four chains, each one dot16's, so the fma latency of one chain no
-// longer paces the stream. Prefetch: each row 2 KB ahead into L1, and the same offset eight
-// rows on into L2 (the rows are consecutive: 4 KB ahead of a row is its neighbour, already
+// longer paces the stream. Prefetch: each row 2 KB ahead into L1, and the rows eight on into L2
+// (rows_ahead_line; the rows are consecutive: 4 KB ahead of a row is its neighbour, already
 // being read). F16 decode, 1B preset, 2 threads, alternated with the one-row kernel on a quiet
 // host: 11.5-11.9 -> 12.0-12.3 t/s (87-89% -> 90-91% of `ll3 bench --roofline`); four rows on
 // instead of eight, or sixteen: 2-8% slower; eight rows at once instead of four: slower.
@@ -42,9 +42,9 @@ inline void dot16x4(Load load, const uint8_t* w, size_t stride, const float* x, 
   for (; i < n; i += 16) {
     if (i % line_elems == 0) {
       for (int r = 0; r < 4; ++r) {
-        const uint8_t* p = w + r * stride + i * (64 / line_elems);
-        _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchL1Bytes, _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(p) + 8 * stride, _MM_HINT_T1);
+        const size_t off = static_cast<size_t>(i) * (64 / line_elems);
+        _mm_prefetch(reinterpret_cast<const char*>(w + r * stride + off) + kPrefetchL1Bytes, _MM_HINT_T0);
+        _mm_prefetch(rows_ahead_line(w, stride, off, r), _MM_HINT_T1);
       }
     }
     const __mmask16 m = lanes_before(i, n);
@@ -152,7 +152,7 @@ inline void bf16_pairs_rows(const uint8_t* w, size_t stride, const float* x, int
     for (int r = 0; r < R; ++r) {  // a block is one cache line of each row
       const char* p = reinterpret_cast<const char*>(w + r * stride + 2 * i);
       _mm_prefetch(p + kPrefetchL1Bytes, _MM_HINT_T0);
-      if (R > 1) _mm_prefetch(p + 8 * stride, _MM_HINT_T1);
+      if (R > 1) _mm_prefetch(rows_ahead_line(w, stride, 2 * static_cast<size_t>(i), r), _MM_HINT_T1);
     }
     const __mmask16 m0 = lanes_before(i, n), m1 = i + 16 < n ? lanes_before(i + 16, n) : 0;
     const __m512 x0 = _mm512_maskz_loadu_ps(m0, x + i), x1 = _mm512_maskz_loadu_ps(m1, x + i + 16);
