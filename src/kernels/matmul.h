@@ -19,6 +19,11 @@ constexpr int64_t kRowBlock = 16;
 constexpr int64_t kLaneRowBlock = 32;
 constexpr int64_t kLaneMinTokens = 24;
 
+// Floats between the rows the float path writes for its GEMM (MatmulScratch::xr, and the
+// dequantized weight rows of a block): cols padded by a cache line, so that rows of a 4 KB
+// multiple do not all map to the same L1 sets and the AVX2 GEMM reads them in place.
+inline int64_t float_input_ld(int64_t cols) { return cols % 16 == 0 ? cols + 16 : cols; }
+
 // Scratch the matmul needs, sized once by the runner.
 struct MatmulScratch {
   float* rows = nullptr;      // (n_threads, kLaneRowBlock, max_cols) dequantized weight rows
@@ -40,6 +45,7 @@ struct MatmulScratch {
   // products are then exact in float. nullptr: those products take the float activations.
   // Also where BF16 products of several rows take their input deinterleaved for the pair
   // order (kernels/float_dot_order.h), in either mode; nullptr: one dot_f32 per output.
+  // Rows float_input_ld(cols) apart: (max_tokens, float_input_ld(max_cols)), 64-byte aligned.
   float* xr = nullptr;
   // Per thread, kBf16RowBlock rows of the widest weight row (matmul_wbuf_bytes): rows of
   // panel-layout matrices unpacked for the prompt and float paths.

@@ -48,7 +48,7 @@ LlamaRunner::LlamaRunner(const LlamaModel& model, KvCache& kv, ThreadPool& pool,
   mm_scratch_.panel_act = panel_act_.data();
   mm_scratch_.int8_activations = int8_activations;
   if (int8_activations || model.has_float_weights()) {  // rounded, or deinterleaved for BF16's pairs
-    xr_.resize(static_cast<size_t>(T) * mm_scratch_.max_cols);
+    xr_.resize(static_cast<size_t>(T) * float_input_ld(mm_scratch_.max_cols));
     mm_scratch_.xr = xr_.data();
   }
   mm_scratch_.bf16 = int8_activations && amx_prompts && T >= kBf16MinTokens ? kernels::bf16_gemm_amx() : nullptr;

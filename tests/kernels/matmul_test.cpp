@@ -46,8 +46,7 @@ struct TestScratch {
   std::vector<float> rows;
   std::vector<uint8_t> xq, panel_act, wbuf;
   std::vector<uint16_t> xbf;
-  std::vector<float> xr;
-  AlignedVector<float> xlanes, wlanes;
+  AlignedVector<float> xr, xlanes, wlanes;
   MatmulScratch s;
 
   TestScratch(const ThreadPool& pool, int64_t n, int64_t cols, bool int8, size_t max_row_bytes)
@@ -56,7 +55,7 @@ struct TestScratch {
         panel_act(kMaxSharedOutputs * kernels::panel_act_bytes(cols)),
         wbuf(static_cast<size_t>(pool.size()) * matmul_wbuf_bytes(max_row_bytes)),
         xbf(kernels::bf16_packed_x_elems(n, cols)),
-        xr(static_cast<size_t>(n) * cols),
+        xr(static_cast<size_t>(n) * float_input_ld(cols)),
         xlanes(kernels::lanes_x_floats(n, cols)),
         wlanes(static_cast<size_t>(pool.size()) * kernels::lanes_w_floats(kLaneRowBlock, cols)) {
     s.rows = rows.data();

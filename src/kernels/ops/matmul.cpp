@@ -192,12 +192,12 @@ bool bf16_values_input(const WeightMatrix& W, const MatmulScratch& scratch) {
 }
 
 // The input of the lane-major GEMM, packed into scratch.xlanes once for the products sharing it.
-void pack_lanes_input(ThreadPool& pool, const kernels::GemmF32Lanes& lanes, bool pairs, const float* x, int64_t n,
-                      int64_t cols, const MatmulScratch& scratch) {
+void pack_lanes_input(ThreadPool& pool, const kernels::GemmF32Lanes& lanes, bool pairs, const float* x, int64_t ldx,
+                      int64_t n, int64_t cols, const MatmulScratch& scratch) {
   const int64_t tiles = (n + kernels::kLaneTokens - 1) / kernels::kLaneTokens;
   pool.parallel_for(tiles, [&](int64_t b, int64_t e, int) {
     const int64_t t0 = b * kernels::kLaneTokens, t1 = std::min(n, e * kernels::kLaneTokens);
-    (pairs ? lanes.pack_x_pairs : lanes.pack_x)(x + t0 * cols, static_cast<size_t>(cols), t1 - t0, cols,
+    (pairs ? lanes.pack_x_pairs : lanes.pack_x)(x + t0 * ldx, static_cast<size_t>(ldx), t1 - t0, cols,
                                                 scratch.xlanes + static_cast<size_t>(b) * kernels::lanes_x_tile_floats(cols));
   });
 }
@@ -235,7 +235,7 @@ void matmul_f32_lanes(ThreadPool& pool, const kernels::GemmF32Lanes& lanes, bool
 // Float path: one dot_f32 per row for a single activation row; otherwise a float GEMM over
 // blocks of kRowBlock weight rows, dequantized once per block into the thread's scratch (F32
 // weights are used in place; BF16 ones deinterleaved, x then being deinterleaved: pairs_in).
-void matmul_f32(ThreadPool& pool, const WeightMatrix& W, const float* x, float* y, int64_t n, bool pairs_in,
+void matmul_f32(ThreadPool& pool, const WeightMatrix& W, const float* x, int64_t ldx, float* y, int64_t n, bool pairs_in,
                 const MatmulScratch& scratch) {
   const TypeTraits& tr = *W.traits;
   const int64_t rows = W.rows, cols = W.cols;
@@ -277,22 +277,24 @@ void matmul_f32(ThreadPool& pool, const WeightMatrix& W, const float* x, float* 
       const uint8_t* src = W.rows_in(r0, nr, thread_wbuf(scratch, thread));
       if (bf16 && !pairs_in) {
         for (int64_t t = 0; t < n; ++t) {
-          for (int64_t r = 0; r < nr; ++r) y[t * rows + r0 + r] = tr.dot_f32(src + r * W.row_bytes, x + t * cols, cols);
+          for (int64_t r = 0; r < nr; ++r) y[t * rows + r0 + r] = tr.dot_f32(src + r * W.row_bytes, x + t * ldx, cols);
         }
         continue;
       }
       const float* w = reinterpret_cast<const float*>(src);
+      int64_t ldw = cols;
       if (W.type != DType::F32) {
+        ldw = float_input_ld(cols);  // kRowBlock padded rows fit the thread's kLaneRowBlock
         for (int64_t r = 0; r < nr; ++r) {
           if (bf16) {
-            kernels::bf16_row_to_pairs(src + r * W.row_bytes, wrows + r * cols, cols);
+            kernels::bf16_row_to_pairs(src + r * W.row_bytes, wrows + r * ldw, cols);
           } else {
-            tr.to_float(src + r * W.row_bytes, wrows + r * cols, cols);
+            tr.to_float(src + r * W.row_bytes, wrows + r * ldw, cols);
           }
         }
         w = wrows;
       }
-      gemm(w, static_cast<size_t>(cols), x, static_cast<size_t>(cols), y + r0, static_cast<size_t>(rows), nr, n, cols);
+      gemm(w, static_cast<size_t>(ldw), x, static_cast<size_t>(ldx), y + r0, static_cast<size_t>(rows), nr, n, cols);
     }
   });
 }
@@ -300,15 +302,17 @@ void matmul_f32(ThreadPool& pool, const WeightMatrix& W, const float* x, float* 
 // In 8-bit mode F16 / BF16 weights multiply activations rounded to their own type (see
 // MatmulScratch::xr); x otherwise. Deinterleaved for the pair order where pairs_in.
 const float* float_path_input(ThreadPool& pool, const WeightMatrix& W, const float* x, int64_t n, bool pairs_in,
-                              const MatmulScratch& scratch) {
+                              const MatmulScratch& scratch, int64_t& ld) {
   const bool round = scratch.int8_activations && scratch.xr != nullptr && (W.type == DType::F16 || W.type == DType::BF16);
-  if (!round && !pairs_in) return x;
   const int64_t cols = W.cols;
+  ld = cols;
+  if (!round && !pairs_in) return x;
+  ld = float_input_ld(cols);
   const bool f16 = W.type == DType::F16;
   pool.parallel_for(n, [&](int64_t begin, int64_t end, int) {
     for (int64_t t = begin; t < end; ++t) {
       const float* in = x + t * cols;
-      float* out = scratch.xr + t * cols;
+      float* out = scratch.xr + t * ld;
       for (int64_t i = 0; i < cols; ++i) {
         out[i] = !round ? in[i] : f16 ? f16_to_f32(f32_to_f16(in[i])) : bf16_to_f32(f32_to_bf16(in[i]));
       }
@@ -333,22 +337,23 @@ void run(ThreadPool& pool, Path path, std::initializer_list<MatmulOutput> output
       // A group of F16 (or BF16) products rounds its shared input once, and packs it once for
       // the lane-major GEMM.
       const float* in = nullptr;
+      int64_t ld = 0;  // floats between in's rows
       DType rounded_for = DType::F32;
       bool packed = false;
       for (const MatmulOutput& o : outputs) {
         const bool pairs_in = bf16_pairs_input(*o.W, n, scratch);
         if (in == nullptr || o.W->type != rounded_for) {
-          in = float_path_input(pool, *o.W, x, n, pairs_in, scratch);
+          in = float_path_input(pool, *o.W, x, n, pairs_in, scratch, ld);
           rounded_for = o.W->type;
           packed = false;
         }
         if (const kernels::GemmF32Lanes* lanes = lanes_for(*o.W, n, pairs_in, scratch)) {
           const bool pairs = bf16_values_input(*o.W, scratch);
-          if (!packed) pack_lanes_input(pool, *lanes, pairs, in, n, o.W->cols, scratch);
+          if (!packed) pack_lanes_input(pool, *lanes, pairs, in, ld, n, o.W->cols, scratch);
           packed = true;
           matmul_f32_lanes(pool, *lanes, pairs, *o.W, o.y, n, scratch);
         } else {
-          matmul_f32(pool, *o.W, in, o.y, n, pairs_in, scratch);
+          matmul_f32(pool, *o.W, in, ld, o.y, n, pairs_in, scratch);
         }
       }
       break;
