@@ -145,10 +145,10 @@ void stream(benchmark::State& state, bool prefetch) {
   for (auto _ : state) benchmark::DoNotOptimize(ll3::kernels::stream_read(buf.data(), bytes, prefetch));
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
 }
-BENCHMARK_CAPTURE(stream, prefetch, true)->Arg(128)->Threads(1)->Threads(2)->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(stream, plain, false)->Arg(128)->Threads(1)->Threads(2)->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(gemv_float_wrows, F16, DType::F16)->Args({2048, 32768})->Threads(1)->Threads(2)->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(gemv_float_wrows, BF16, DType::BF16)->Args({2048, 32768})->Threads(1)->Threads(2)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(stream, prefetch, true)->Arg(128)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(stream, plain, false)->Arg(128)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(gemv_float_wrows, F16, DType::F16)->Args({2048, 32768})->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(gemv_float_wrows, BF16, DType::BF16)->Args({2048, 32768})->Unit(benchmark::kMicrosecond);
 
 // Old and new interleaved, so both see the same machine load: compare medians of repetitions
 // (--benchmark_repetitions=5 --benchmark_enable_random_interleaving=true).
@@ -156,7 +156,7 @@ BENCHMARK_CAPTURE(gemv_float_wrows, BF16, DType::BF16)->Args({2048, 32768})->Thr
   BENCHMARK_CAPTURE(gemv_wrows, T##_dot_q, DType::T, false)->Args({2048, 8192})->Args({8192, 2048})->Args({2048, 512})->Unit(benchmark::kMicrosecond); \
   BENCHMARK_CAPTURE(gemv_wrows, T##_wrows, DType::T, true)->Args({2048, 8192})->Args({8192, 2048})->Args({2048, 512})->Unit(benchmark::kMicrosecond); \
   BENCHMARK_CAPTURE(gemv_panels, T##_panels, DType::T)->Args({2048, 8192})->Args({8192, 2048})->Args({2048, 512})->Unit(benchmark::kMicrosecond); \
-  BENCHMARK_CAPTURE(gemv_panels, T##_panels, DType::T)->Args({2048, 65536})->Threads(1)->Threads(2)->Unit(benchmark::kMicrosecond);
+  BENCHMARK_CAPTURE(gemv_panels, T##_panels, DType::T)->Args({2048, 65536})->Unit(benchmark::kMicrosecond);
 
 LL3_GEMV_WROWS(Q4_K)
 LL3_GEMV_WROWS(Q6_K)
@@ -233,7 +233,7 @@ void gemm_panels(benchmark::State& state, DType t) {
 }
 
 #define LL3_GEMM_PANELS(T) \
-  BENCHMARK_CAPTURE(gemm_panels, T, DType::T)->Args({2048, 512, 16})->Args({2048, 512, 4})->Args({8192, 256, 16})->Args({2048, 65536, 16})->Unit(benchmark::kMicrosecond);
+  BENCHMARK_CAPTURE(gemm_panels, T, DType::T)->Args({2048, 512, 16})->Args({2048, 512, 4})->Args({8192, 256, 16})->Args({2048, 512, 64})->Args({2048, 65536, 16})->Args({2048, 65536, 64})->Unit(benchmark::kMicrosecond);
 
 LL3_GEMM_PANELS(Q4_K)
 LL3_GEMM_PANELS(Q6_K)

@@ -25,7 +25,7 @@ endfunction()
 set(LL3_AVX2_FLAGS -mavx2 -mfma -mf16c)
 set(LL3_AVX512_FLAGS -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16)
 
-set(LL3_AMX_FLAGS ${LL3_AVX512_FLAGS} -mamx-tile -mamx-bf16)
+set(LL3_AMX_FLAGS ${LL3_AVX512_FLAGS} -mamx-tile -mamx-bf16 -mamx-int8)
 
 # GCC 12's avx512fintrin.h builds the unused merge operand of many intrinsics from
 # _mm512_undefined_*() ("__m512i __Y = __Y;"), which -Wall reports as (maybe) uninitialized at

@@ -264,8 +264,8 @@ int cmd_bench(int argc, char** argv) {
   };
   std::vector<Row> rows;
   // The decode roofline: the cached figure, or with --roofline the best of reads taken right
-  // before each tg repetition (the machine's bandwidth moves with its neighbours' load; reads
-  // taken beside the decode bound it better than one from another time).
+  // before and after each tg repetition (the machine's bandwidth moves with its neighbours'
+  // load; reads taken beside the decode bound it better than one from another time).
   BandwidthReads bw = max_gen > 0 && !roofline ? bandwidth(threads, false) : BandwidthReads{};
   std::unique_ptr<BandwidthProbe> probe = max_gen > 0 && roofline ? std::make_unique<BandwidthProbe>(threads) : nullptr;
   for (int32_t d : *dl) {
@@ -330,7 +330,7 @@ int cmd_bench(int argc, char** argv) {
         o["read_bandwidth_gbps"] = bw.best;
         o["read_bandwidth_min_gbps"] = bw.worst;
         o["bandwidth_reads"] = bw.reads;
-        o["bandwidth_paired"] = roofline;  // measured before each repetition, not the cached figure
+        o["bandwidth_paired"] = roofline;  // measured around each repetition, not the cached figure
         o["bandwidth_pct"] = r.bw_pct;
         if (roofline) o["bandwidth_paired_pct"] = r.paired_pct;
       }

@@ -43,7 +43,7 @@ CpuFeatures detect() {
   }
   __cpuid_count(7, 0, a, b, c, d);
   f.avx2 = (b >> 5) & 1;
-  const bool amx_tile = (d >> 24) & 1, amx_bf16 = (d >> 22) & 1;
+  const bool amx_tile = (d >> 24) & 1, amx_bf16 = (d >> 22) & 1, amx_int8 = (d >> 25) & 1;
   const bool tiles_ok = (xlo & 0x60000) == 0x60000;  // XTILECFG + XTILEDATA state enabled
   if (zmm_ok) {
     f.avx512f = (b >> 16) & 1;
@@ -58,7 +58,9 @@ CpuFeatures detect() {
   // LL3_CPU=scalar|avx2|avx512 caps what the dispatcher may use (tests and comparisons).
   const char* cap = std::getenv("LL3_CPU");
   const bool amx_allowed = cap == nullptr || std::strcmp(cap, "amx") == 0;
-  f.amx_bf16 = amx_allowed && f.has_avx512_set() && amx_tile && amx_bf16 && tiles_ok && request_amx_permission();
+  const bool tiles_usable = amx_allowed && f.has_avx512_set() && amx_tile && tiles_ok && request_amx_permission();
+  f.amx_bf16 = tiles_usable && amx_bf16;
+  f.amx_int8 = tiles_usable && amx_int8;
   if (cap != nullptr && std::strcmp(cap, "avx2") == 0) {
     f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = f.avx512vnni = f.avx512bf16 = false;
   } else if (cap != nullptr && std::strcmp(cap, "scalar") == 0) {

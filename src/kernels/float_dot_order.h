@@ -1,6 +1,6 @@
-// The order of float operations of every float dot product: F32 / F16 weight rows, and BF16
-// ones in the pair order below (TypeTraits::dot_f32, the decode path) and the float GEMM of the prompt path (kernels/
-// gemm_f32.h), on every instruction set. As for the integer path (kernels/int_dot_order.h),
+// The order of float operations of every float dot product: F32 / F16 weight rows, BF16 ones
+// in the pair order below (TypeTraits::dot_f32, the decode path), and the float GEMM of the
+// prompt path (kernels/gemm_f32.h), on every instruction set. As for the integer path (kernels/int_dot_order.h),
 // one answer per model whatever the path: a product feeding an 8-bit quantizer (or rounded to
 // F16 for the next F16 weight) turns one ulp into a whole step.
 //

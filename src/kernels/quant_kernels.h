@@ -123,6 +123,15 @@ void q6_k_dot_q8_k_wrows(const void* rows, size_t row_stride, int64_t nrows, con
 void q8_0_dot_q8_0_wrows(const void* rows, size_t row_stride, int64_t nrows, const void* xq, int64_t n, float* y);
 }  // namespace avx512
 
+namespace amx {
+// dot_q_panel_rows on AMX-INT8 tiles (16 tokens or more; fewer go to avx512's), the same bits
+// as avx512's.
+void q4_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx,
+                              int64_t n, float* y, size_t y_stride);
+void q6_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx,
+                              int64_t n, float* y, size_t y_stride);
+}  // namespace amx
+
 #undef LL3_QUANT_ROW_KERNELS
 #undef LL3_QUANT_SIMD_KERNELS
 #undef LL3_QUANT_INT_DOTS

@@ -173,6 +173,10 @@ Table make_best_table() {
     t[size_t(DType::F16)].to_bf16 = kernels::avx512::f16_to_bf16;
     set_quant_kernels<Avx512>(t);
   }
+  if (cpu.amx_int8) {
+    t[size_t(DType::Q4_K)].dot_q_panel_rows = kernels::amx::q4_k_dot_q8_k_panel_rows;
+    t[size_t(DType::Q6_K)].dot_q_panel_rows = kernels::amx::q6_k_dot_q8_k_panel_rows;
+  }
   return t;
 }
 

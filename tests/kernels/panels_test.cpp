@@ -196,7 +196,8 @@ TEST(Panels, Avx2DecodeKernelsEqualTheReferenceDot) {
 // longer than one prepared segment.
 using PanelRowKernel = void (*)(const void*, int64_t, const void*, size_t, int64_t, int64_t, float*, size_t);
 
-void check_panel_row_kernel(const Case& c, PanelRowKernel fn, PanelKernel decode, std::mt19937& rng) {
+void check_panel_row_kernel(const Case& c, PanelRowKernel fn, PanelKernel decode, std::mt19937& rng,
+                            std::initializer_list<int64_t> token_counts = {1, 3, 4, 7, 9, 16, 17, 35}) {
   const TypeTraits* tr = type_traits_ref(c.type);
   const TypeTraits* act = type_traits_ref(tr->vec_dot_type);
   const DTypeInfo wi = dtype_info(c.type), ai = dtype_info(tr->vec_dot_type);
@@ -213,7 +214,7 @@ void check_panel_row_kernel(const Case& c, PanelRowKernel fn, PanelKernel decode
       for (int64_t p = 0; p < rows / kPanelRows; ++p) {
         kernels::panel_pack(c.type, w.data() + p * kPanelRows * rb, panels.data() + p * kPanelRows * rb, cols);
       }
-      for (int64_t nx : {1, 3, 4, 7, 9, 16, 17, 35}) {
+      for (int64_t nx : token_counts) {
         std::vector<uint8_t> xq(static_cast<size_t>(nx) * xb);
         for (int64_t x = 0; x < nx; ++x) {
           std::vector<float> v = test::random_normal(static_cast<size_t>(cols), rng());
@@ -273,6 +274,19 @@ TEST(Panels, PanelRowKernelsEqualTheReferenceDot) {
     check_panel_row_kernel(kCases[2], kernels::avx512::q8_0_dot_q8_0_panel_rows, kernels::avx512::q8_0_dot_q8_0_panels, rng);
   }
   if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "no AVX2";
+}
+
+// The AMX-INT8 kernels against the AVX-512 decode kernels, bit for bit: fewer than 16 tokens
+// (handed to the AVX-512 kernel), whole tiles, groups of 64 and more (a block's B shared by
+// four tiles), and the last tile of a group overlapping the one before it, within the group
+// (35, 70) and into the group before (65, 129: one token past a group).
+TEST(Panels, AmxInt8PanelRowKernelsEqualTheDecodeKernels) {
+  if (!cpu_features().amx_int8) GTEST_SKIP() << "no AMX-INT8 on this CPU (or LL3_CPU caps it)";
+  std::mt19937 rng(9);
+  check_panel_row_kernel(kCases[0], kernels::amx::q4_k_dot_q8_k_panel_rows, kernels::avx512::q4_k_dot_q8_k_panels, rng,
+                         {5, 16, 35, 64, 65, 70, 129});
+  check_panel_row_kernel(kCases[1], kernels::amx::q6_k_dot_q8_k_panel_rows, kernels::avx512::q6_k_dot_q8_k_panels, rng,
+                         {5, 16, 35, 64, 65, 70, 129});
 }
 
 }  // namespace

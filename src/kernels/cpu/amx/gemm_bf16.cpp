@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/amx/tiles.h"
 #include "kernels/gemm_bf16.h"
 
 namespace ll3::kernels::amx {
@@ -17,23 +18,6 @@ namespace {
 
 constexpr int64_t kPassTokens = 512;           // tokens whose accumulators are parked (64 KB)
 constexpr int64_t kLda = kBf16ChunkK + 32;     // unpacked row stride: rows spread over L1 sets
-
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-void configure_tiles() {
-  TileConfig c;
-  for (int i = 0; i < 8; ++i) {
-    c.colsb[i] = 64;
-    c.rows[i] = 16;
-  }
-  _tile_loadconfig(&c);
-}
 
 // 32 floats -> 16 dwords, each the bf16 pair (src[2i], src[2i + 1]).
 inline __m512i to_bf16_pairs(const float* src) {
