@@ -14,7 +14,8 @@ std::string cpu_summary() {
   std::string isa = f.has_avx512_set() ? "avx512" : f.has_avx2_set() ? "avx2" : "scalar";
   if (f.has_avx512_set() && f.avx512vnni) isa += " vnni";
   if (f.has_avx512_set() && f.avx512bf16) isa += " bf16";
-  if (f.amx_bf16) isa += " amx";
+  if (f.amx_int8) isa += " amx-int8";
+  if (f.amx_bf16) isa += " amx-bf16";
   return "cpu (" + isa + ")";
 }
 

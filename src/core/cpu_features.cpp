@@ -57,6 +57,7 @@ CpuFeatures detect() {
   if (zmm_ok) f.avx512bf16 = (a >> 5) & 1;
   // LL3_CPU=scalar|avx2|avx512 caps what the dispatcher may use (tests and comparisons).
   const char* cap = std::getenv("LL3_CPU");
+  if (cap != nullptr && *cap == '\0') cap = nullptr;  // LL3_CPU= (empty) is no cap, not "no AMX"
   const bool amx_allowed = cap == nullptr || std::strcmp(cap, "amx") == 0;
   const bool tiles_usable = amx_allowed && f.has_avx512_set() && amx_tile && tiles_ok && request_amx_permission();
   f.amx_bf16 = tiles_usable && amx_bf16;

@@ -424,6 +424,13 @@ TEST(Cli, VersionNamesTheBackends) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output.rfind("ll3 ", 0), 0u) << r.output;
   EXPECT_NE(r.output.find("backends: cpu ("), std::string::npos) << r.output;
+  // LL3_CPU caps what the CPU summary names; set but empty it caps nothing.
+  auto empty = run_command("LL3_CPU= " + ll3() + " --version");
+  auto native = run_command("env -u LL3_CPU " + ll3() + " --version");
+  auto capped = run_command("LL3_CPU=avx2 " + ll3() + " --version");
+  ASSERT_EQ(empty.exit_code, 0) << empty.output;
+  EXPECT_EQ(empty.output, native.output);
+  EXPECT_NE(capped.output.find("backends: cpu (avx2)"), std::string::npos) << capped.output;
 }
 
 }  // namespace
