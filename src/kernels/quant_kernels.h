@@ -130,6 +130,8 @@ void q4_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* x
                               int64_t n, float* y, size_t y_stride);
 void q6_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx,
                               int64_t n, float* y, size_t y_stride);
+void q8_0_dot_q8_0_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx,
+                              int64_t n, float* y, size_t y_stride);
 }  // namespace amx
 
 #undef LL3_QUANT_ROW_KERNELS

@@ -176,6 +176,7 @@ Table make_best_table() {
   if (cpu.amx_int8) {
     t[size_t(DType::Q4_K)].dot_q_panel_rows = kernels::amx::q4_k_dot_q8_k_panel_rows;
     t[size_t(DType::Q6_K)].dot_q_panel_rows = kernels::amx::q6_k_dot_q8_k_panel_rows;
+    t[size_t(DType::Q8_0)].dot_q_panel_rows = kernels::amx::q8_0_dot_q8_0_panel_rows;
   }
   return t;
 }

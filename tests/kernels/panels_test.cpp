@@ -287,6 +287,10 @@ TEST(Panels, AmxInt8PanelRowKernelsEqualTheDecodeKernels) {
                          {5, 16, 35, 64, 65, 70, 129});
   check_panel_row_kernel(kCases[1], kernels::amx::q6_k_dot_q8_k_panel_rows, kernels::avx512::q6_k_dot_q8_k_panels, rng,
                          {5, 16, 35, 64, 65, 70, 129});
+  // Q8_0 also carries each row's chain through y between segments of 64 units (8256 and 16384
+  // columns: 129 and 256 units).
+  check_panel_row_kernel(kCases[2], kernels::amx::q8_0_dot_q8_0_panel_rows, kernels::avx512::q8_0_dot_q8_0_panels, rng,
+                         {5, 16, 35, 64, 65, 70, 129});
 }
 
 }  // namespace

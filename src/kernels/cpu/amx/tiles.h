@@ -1,6 +1,7 @@
-// The AMX tile configuration every kernel of this directory uses: palette 1, all eight tiles
-// 16 rows x 64 bytes (a 16 x 16 int32 / float accumulator, 16 rows of 64 int8 / 32 bf16).
-// Include only from files compiled with the amx directory's flags.
+// AMX tile configurations (palette 1). The default, all eight tiles 16 rows x 64 bytes (a
+// 16 x 16 int32 / float accumulator, 16 rows of 64 int8 / 32 bf16), serves every kernel but
+// Q8_0's, whose 32-column blocks take tiles of K = 32. Include only from files compiled with
+// the amx directory's flags.
 #pragma once
 
 #include <immintrin.h>
@@ -27,5 +28,8 @@ inline void configure_tiles() {
   }
   _tile_loadconfig(&c);
 }
+
+// Tile t as rows x colsb bytes, the others as in c.
+inline void configure_tiles(TileConfig c) { _tile_loadconfig(&c); }
 
 }  // namespace ll3::kernels::amx
