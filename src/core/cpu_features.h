@@ -18,7 +18,7 @@ struct CpuFeatures {
   // (arch_prctl XTILEDATA), so the kernels may execute them.
   bool amx_bf16 = false;
   // AMX tiles with int8 products (TDPBSUD), under the same conditions: the batched
-  // kernels of Q4_K weights run on them (kernels/cpu/amx/quant_panel_rows.cpp).
+  // kernels of Q4_K, Q6_K and Q8_0 weights run on them (kernels/cpu/amx/quant_panel_rows.cpp).
   bool amx_int8 = false;
   // AMD (cpuid vendor AuthenticAMD): where vpmulld is one multiply-port slot (Zen 4 / 5),
   // against two on Intel's cores; the Q4_K batch kernel picks its scale multiply by it.
