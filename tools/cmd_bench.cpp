@@ -303,16 +303,21 @@ int cmd_bench(int argc, char** argv) {
       if (probe) save_bandwidth(threads, bw.best);
       // The median repetition against the best read of the run: an upper bound that a lucky
       // read cannot beat, and the decode's own noise stays out of it.
-      row.bw_pct = bw.best > 0 ? 100.0 * median(v) * bytes / 1e9 / bw.best : 0;
       // Paired: each repetition against the better of the reads on either side of it, the
       // median of those shares. A host whose bandwidth moves with its neighbours' load (one Zen 4
       // VM read 30 GB/s in one minute and 54 in the next) puts a decode taken in a slow minute
       // against the read of a fast one in bw_pct; here it meets the reads of its own minute.
-      if (probe) {
-        std::vector<double> share;
-        for (int r = 0; r < reps; ++r) share.push_back(100.0 * v[r] * bytes / 1e9 / std::max(reads[r], reads[r + 1]));
-        row.paired_pct = median(share);
+      // Both from the same figure per repetition, so that the paired share is never below the
+      // other, not even by a rounding (a median of two ratios and the ratio of a median had
+      // differed in the last bit where the best read was beside both repetitions).
+      std::vector<double> share, paired;
+      for (int r = 0; r < reps; ++r) {
+        const double gb = 100.0 * v[r] * bytes / 1e9;
+        if (bw.best > 0) share.push_back(gb / bw.best);
+        if (probe) paired.push_back(gb / std::max(reads[r], reads[r + 1]));
       }
+      row.bw_pct = median(share);
+      if (probe) row.paired_pct = median(paired);
       rows.push_back(row);
     }
   }

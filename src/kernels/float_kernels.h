@@ -27,6 +27,7 @@ void f16_dot_wrows(const void* rows, size_t row_stride, int64_t nrows, const flo
 void bf16_dot_wrows(const void* rows, size_t row_stride, int64_t nrows, const float* x, int64_t n, float* y);
 void f16_to_float(const void* src, float* dst, int64_t n);
 void f16_from_float(const float* src, void* dst, int64_t n);  // bit-identical to ref
+void bf16_to_float_pairs(const void* src, float* dst, int64_t n);  // TypeTraits::to_float_pairs
 }  // namespace avx2
 
 namespace avx512 {
@@ -41,6 +42,7 @@ void f16_to_float(const void* src, float* dst, int64_t n);
 void f16_from_float(const float* src, void* dst, int64_t n);  // bit-identical to ref
 void f16_to_bf16(const void* src, uint16_t* dst, int64_t n);  // TypeTraits::to_bf16
 void bf16_to_float(const void* src, float* dst, int64_t n);
+void bf16_to_float_pairs(const void* src, float* dst, int64_t n);  // TypeTraits::to_float_pairs
 }  // namespace avx512
 
 }  // namespace ll3::kernels

@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "core/cpu_features.h"
+#include "kernels/float_dot_order.h"
 #include "kernels/float_kernels.h"
 #include "kernels/quant_kernels.h"
 
@@ -38,6 +39,7 @@ Table make_ref_table() {
   t[size_t(DType::F32)] = {DType::F32, f32_to_float, f32_from_float, f32_dot};
   t[size_t(DType::F16)] = {DType::F16, f16_to_float, f16_from_float, f16_dot};
   t[size_t(DType::BF16)] = {DType::BF16, bf16_to_float, bf16_from_float, bf16_dot};
+  t[size_t(DType::BF16)].to_float_pairs = kernels::bf16_row_to_pairs;
   t[size_t(DType::Q4_0)] = {DType::Q4_0, q4_0_to_float, q4_0_from_float, q4_0_dot};
   t[size_t(DType::Q4_1)] = {DType::Q4_1, q4_1_to_float, q4_1_from_float, q4_1_dot};
   t[size_t(DType::Q5_0)] = {DType::Q5_0, q5_0_to_float, q5_0_from_float, q5_0_dot};
@@ -158,6 +160,7 @@ Table make_best_table() {
     t[size_t(DType::F32)].dot_f32_wrows = kernels::avx2::f32_dot_wrows;
     t[size_t(DType::F16)].dot_f32_wrows = kernels::avx2::f16_dot_wrows;
     t[size_t(DType::BF16)].dot_f32_wrows = kernels::avx2::bf16_dot_wrows;
+    t[size_t(DType::BF16)].to_float_pairs = kernels::avx2::bf16_to_float_pairs;
     set_quant_kernels<Avx2>(t);
   }
   if (cpu.has_avx512_set()) {
@@ -170,6 +173,7 @@ Table make_best_table() {
     t[size_t(DType::F16)].to_float = kernels::avx512::f16_to_float;
     t[size_t(DType::F16)].from_float = kernels::avx512::f16_from_float;
     t[size_t(DType::BF16)].to_float = kernels::avx512::bf16_to_float;
+    t[size_t(DType::BF16)].to_float_pairs = kernels::avx512::bf16_to_float_pairs;
     t[size_t(DType::F16)].to_bf16 = kernels::avx512::f16_to_bf16;
     set_quant_kernels<Avx512>(t);
   }

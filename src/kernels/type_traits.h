@@ -60,6 +60,9 @@ struct TypeTraits {
   // to_float rounded to bf16 (nearest even) in one pass, for the AMX prompt path; nullptr
   // where there is no such kernel (to_float, then round).
   void (*to_bf16)(const void* src, uint16_t* dst, int64_t n) = nullptr;
+  // BF16 only: to_float in the pair order of kernels/float_dot_order.h (per block of 32 the
+  // odd elements, then the even ones; n a multiple of 32), how the float GEMMs take BF16 rows.
+  void (*to_float_pairs)(const void* src, float* dst, int64_t n) = nullptr;
 };
 
 // The fastest kernels for this CPU; nullptr when the type is not supported.

@@ -151,6 +151,29 @@ TEST(FloatKernels, Avx2F16ToFloatMatchesReference) {
   }
 }
 
+// BF16 rows in the pair order (TypeTraits::to_float_pairs): every version, bit for bit.
+TEST(FloatKernels, Bf16ToFloatPairsMatchesReference) {
+  if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "no AVX2";
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 4.0f);
+  for (int64_t n : {32, 64, 96, 2048}) {
+    std::vector<float> x(n);
+    for (float& v : x) v = nd(rng);
+    auto b = to_bf16(x);
+    std::vector<float> want(n), got(n, NAN);
+    kernels::bf16_row_to_pairs(b.data(), want.data(), n);
+    kernels::avx2::bf16_to_float_pairs(b.data(), got.data(), n);
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), n * sizeof(float))) << "avx2 " << n;
+    if (cpu_features().has_avx512_set()) {
+      std::fill(got.begin(), got.end(), NAN);
+      kernels::avx512::bf16_to_float_pairs(b.data(), got.data(), n);
+      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), n * sizeof(float))) << "avx512 " << n;
+    }
+    EXPECT_EQ(want[0], bf16_to_f32(b[1]));   // the odd element first
+    EXPECT_EQ(want[16], bf16_to_f32(b[0]));  // then the even ones
+  }
+}
+
 TEST(FloatKernels, Avx512ToFloatIsExact) {
   if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "no AVX-512";
   std::mt19937 rng(6);

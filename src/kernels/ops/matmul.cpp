@@ -287,7 +287,7 @@ void matmul_f32(ThreadPool& pool, const WeightMatrix& W, const float* x, int64_t
         ldw = float_input_ld(cols);  // kRowBlock padded rows fit the thread's kLaneRowBlock
         for (int64_t r = 0; r < nr; ++r) {
           if (bf16) {
-            kernels::bf16_row_to_pairs(src + r * W.row_bytes, wrows + r * ldw, cols);
+            tr.to_float_pairs(src + r * W.row_bytes, wrows + r * ldw, cols);
           } else {
             tr.to_float(src + r * W.row_bytes, wrows + r * ldw, cols);
           }

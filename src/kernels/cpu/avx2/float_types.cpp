@@ -206,4 +206,20 @@ void bf16_dot_wrows(const void* rows, size_t stride, int64_t nrows, const float*
   for (; r < nrows; ++r) y[r] = bf16_dot(w + r * stride, x, n);
 }
 
+// Dword l of a block of 32 holds element 2l in its low half and 2l + 1 in its high half: the
+// odd elements are the dwords masked, the even ones the dwords shifted up (float_dot_order.h).
+// Through the baseline build's 4-wide loop this was 7.6% of a BF16 prompt under LL3_CPU=avx2.
+void bf16_to_float_pairs(const void* src, float* dst, int64_t n) {
+  const uint8_t* s = static_cast<const uint8_t*>(src);
+  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+  for (int64_t b = 0; b < n; b += 32) {
+    const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 2 * b));
+    const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 2 * b + 32));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + b), _mm256_and_si256(w0, high));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + b + 8), _mm256_and_si256(w1, high));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + b + 16), _mm256_slli_epi32(w0, 16));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + b + 24), _mm256_slli_epi32(w1, 16));
+  }
+}
+
 }  // namespace ll3::kernels::avx2

@@ -181,4 +181,15 @@ void bf16_dot_wrows(const void* rows, size_t stride, int64_t nrows, const float*
   for (; r < nrows; ++r) y[r] = bf16_dot(w + r * stride, x, n);
 }
 
+// As avx2's, a block of 32 per register.
+void bf16_to_float_pairs(const void* src, float* dst, int64_t n) {
+  const uint8_t* s = static_cast<const uint8_t*>(src);
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  for (int64_t b = 0; b < n; b += 32) {
+    const __m512i w = _mm512_loadu_si512(s + 2 * b);
+    _mm512_storeu_si512(dst + b, _mm512_and_si512(w, high));
+    _mm512_storeu_si512(dst + b + 16, _mm512_slli_epi32(w, 16));
+  }
+}
+
 }  // namespace ll3::kernels::avx512
