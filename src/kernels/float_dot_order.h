@@ -68,8 +68,8 @@ inline void bf16_pairs_deinterleave(const float* in, float* out, int64_t n) {
 
 // A BF16 row of n elements (n a multiple of 32) as floats, deinterleaved as above: word l of a
 // block holds element 2 l in its low half and 2 l + 1 in its high half, so the odd element is
-// the word with its low half cleared and the even one the word shifted up (a loop compilers
-// vectorize).
+// the word with its low half cleared and the even one the word shifted up. The reference of
+// TypeTraits::to_float_pairs, which has AVX2 and AVX-512 versions.
 inline void bf16_row_to_pairs(const void* row, float* out, int64_t n) {
   const uint8_t* src = static_cast<const uint8_t*>(row);
   for (int64_t b = 0; b < n; b += 32) {
