@@ -44,7 +44,9 @@ void check_request(const ApiError& e, const ApiRequest& r) {
   check(e);
   if (!e.ok()) return;
   if (r.prompts.empty() || r.n < 1 || r.n > kMaxN || r.prompts.size() * static_cast<size_t>(r.n) > kMaxChoices) std::abort();
-  if (r.top_logprobs < 0 || r.top_logprobs > kMaxTopLogprobs || r.base.max_tokens == 0 || r.base.max_tokens < -1) std::abort();
+  if (r.top_logprobs < 0 || r.top_logprobs > kMaxTopLogprobs || r.base.max_tokens < -1) std::abort();
+  // max_tokens 0 generates nothing: accepted only with echo, to score the prompt.
+  if (r.base.max_tokens == 0 && !r.echo) std::abort();
   for (const Prompt& p : r.prompts) {
     if (p.is_tokens && p.tokens.empty()) std::abort();
     for (int32_t t : p.tokens) {
