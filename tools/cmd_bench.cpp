@@ -312,9 +312,9 @@ int cmd_bench(int argc, char** argv) {
       // differed in the last bit where the best read was beside both repetitions).
       std::vector<double> share, paired;
       for (int r = 0; r < reps; ++r) {
-        const double gb = 100.0 * v[r] * bytes / 1e9;
-        if (bw.best > 0) share.push_back(gb / bw.best);
-        if (probe) paired.push_back(gb / std::max(reads[r], reads[r + 1]));
+        const double gbps100 = 100.0 * v[r] * bytes / 1e9;  // the repetition's GB/s, x 100
+        if (bw.best > 0) share.push_back(gbps100 / bw.best);
+        if (probe) paired.push_back(gbps100 / std::max(reads[r], reads[r + 1]));
       }
       row.bw_pct = median(share);
       if (probe) row.paired_pct = median(paired);

@@ -49,6 +49,7 @@ namespace ll3::kernels::amx {
 
 using namespace ll3::quant;
 using avx512::bcast32;
+using avx512::fma_block;
 using avx512::load_f16x16;
 using avx512::Q4KScales;
 
@@ -74,12 +75,6 @@ inline __m512i in_both_words(__m512i x) { return _mm512_or_si512(x, _mm512_slli_
 
 inline void prefetch_lines(const uint8_t* p, int lines) {
   for (int l = 0; l < lines; ++l) _mm_prefetch(reinterpret_cast<const char*>(p) + 64 * l, _MM_HINT_T0);
-}
-
-// acc = fma(isum, scale, acc) for block i, the chain of kernels/int_dot_order.h from 0.
-inline void fma_block(float* acc, __m512i isum, __m512 scale, int64_t i) {
-  const __m512 a0 = i == 0 ? _mm512_setzero_ps() : _mm512_load_ps(acc);
-  _mm512_store_ps(acc, _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, a0));
 }
 
 // The products of one step of Q4_K / Q6_K (a: the first token's qs of the block), stored to
@@ -287,7 +282,7 @@ struct Q80 {
     const uint8_t* u = w + i * kUnit;
     return {load_f16x16(u), load_f16x16(u + 32)};
   }
-  // Nothing to make; prefetches the unit after the next (the products load B from the panel).
+  // Nothing to make; prefetches unit i + 1, whose B the products will load from the panel.
   static void make_tiles(const uint8_t* w, int64_t i, const Scales&, BTiles&) { prefetch_lines(w + (i + 1) * kUnit, 17); }
 
   static void products(const uint8_t* a, size_t stride, const uint8_t* w, int64_t i, const BTiles&, IntTile& lo,

@@ -29,7 +29,7 @@ inline void configure_tiles() {
   _tile_loadconfig(&c);
 }
 
-// Tile t as rows x colsb bytes, the others as in c.
+// Another configuration (Q8_0's kernel: tiles of K = 32).
 inline void configure_tiles(TileConfig c) { _tile_loadconfig(&c); }
 
 }  // namespace ll3::kernels::amx

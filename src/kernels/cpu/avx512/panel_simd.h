@@ -36,6 +36,12 @@ inline void q6_k_assemble(__m512i ql, __m512i hb, int q, __m512i& lo, __m512i& h
   hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m0f), _mm512_and_si512(hh, m30));
 }
 
+// acc = fma(isum, scale, acc) for block i, the chain of kernels/int_dot_order.h starting at 0.
+inline void fma_block(float* acc, __m512i isum, __m512 scale, int64_t i) {
+  const __m512 a0 = i == 0 ? _mm512_setzero_ps() : _mm512_load_ps(acc);
+  _mm512_store_ps(acc, _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, a0));
+}
+
 // A Q4_K block of a panel (kernels/panels.h): its scales, mins and d / dmin per row.
 struct Q4KScales {
   __m512i sa[4], sb[4];  // scales of sub-blocks 2j and 2j+1, one dword per row

@@ -52,12 +52,6 @@ struct alignas(64) TileAcc {
 // kernel, avx512/quant_panels.cpp), the same integers summed in the same order.
 constexpr int64_t kMaxK4Blocks = kPanelRowsMaxCols / kQKK;
 
-// acc = fma(isum, scale, acc) for block i, the chain of kernels/int_dot_order.h starting at 0.
-inline void fma_block(float* acc, __m512i isum, __m512 scale, int64_t i) {
-  const __m512 a0 = i == 0 ? _mm512_setzero_ps() : _mm512_load_ps(acc);
-  _mm512_store_ps(acc, _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, a0));
-}
-
 // A block of one or two panels (NP) with its nibbles apart, made once per tile (16 tokens) so
 // that the passes load them rather than mask and shift every line again: the masks and shifts
 // ran on the two vector ports that the vpdpbusd need, 3 slots a line in every pass. gemm_panels
