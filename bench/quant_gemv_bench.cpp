@@ -147,8 +147,8 @@ void stream(benchmark::State& state, bool prefetch) {
 }
 BENCHMARK_CAPTURE(stream, prefetch, true)->Arg(128)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(stream, plain, false)->Arg(128)->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(gemv_float_wrows, F16, DType::F16)->Args({2048, 32768})->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(gemv_float_wrows, BF16, DType::BF16)->Args({2048, 32768})->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(gemv_float_wrows, F16, DType::F16)->Args({2048, 32768})->Args({2048, 128})->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(gemv_float_wrows, BF16, DType::BF16)->Args({2048, 32768})->Args({2048, 128})->Unit(benchmark::kMicrosecond);
 
 // Old and new interleaved, so both see the same machine load: compare medians of repetitions
 // (--benchmark_repetitions=5 --benchmark_enable_random_interleaving=true).

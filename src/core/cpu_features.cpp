@@ -28,6 +28,7 @@ CpuFeatures detect() {
   std::memcpy(vendor + 8, &c, 4);
   f.amd = std::strcmp(vendor, "AuthenticAMD") == 0;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  f.family = ((a >> 8) & 0xf) + (((a >> 8) & 0xf) == 0xf ? (a >> 20) & 0xff : 0);
   bool osxsave = (c >> 27) & 1;
   bool avx = (c >> 28) & 1;
   f.fma = (c >> 12) & 1;
@@ -67,8 +68,11 @@ CpuFeatures detect() {
   } else if (cap != nullptr && std::strcmp(cap, "scalar") == 0) {
     f = CpuFeatures();
   }
-  f.panel_prefetch = !f.amd;
-  if (const char* pf = std::getenv("LL3_PREFETCH"); pf != nullptr && (*pf == '0' || *pf == '1')) f.panel_prefetch = *pf == '1';
+  f.panel_prefetch = !(f.amd && f.family <= 0x19);
+  f.light_panel_prefetch = !f.amd;
+  if (const char* pf = std::getenv("LL3_PREFETCH"); pf != nullptr && (*pf == '0' || *pf == '1')) {
+    f.panel_prefetch = f.light_panel_prefetch = *pf == '1';
+  }
   return f;
 }
 

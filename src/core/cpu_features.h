@@ -23,11 +23,21 @@ struct CpuFeatures {
   // AMD (cpuid vendor AuthenticAMD): where vpmulld is one multiply-port slot (Zen 4 / 5),
   // against two on Intel's cores; the Q4_K batch kernel picks its scale multiply by it.
   bool amd = false;
-  // Whether the panel decode kernels issue software prefetches (kernels/cpu/prefetch.h). On
-  // Intel they lift decode by a quarter (Sapphire Rapids); on Zen 4 the hardware prefetchers
-  // alone stream faster (Q4_K_M, one core, 33.1 -> 36.9 t/s without). Off on AMD;
-  // LL3_PREFETCH=0|1 overrides it (comparisons).
+  // The cpuid family (base + extended): AMD's 0x19 is Zen 3 / Zen 4, 0x1A Zen 5.
+  unsigned family = 0;
+  // Whether the panel decode kernels issue software prefetches (kernels/cpu/prefetch.h),
+  // measured per core, 1B preset, 2 threads, t/s without -> with:
+  // - Intel (Sapphire Rapids): on; they lift decode by a quarter.
+  // - Zen 3 / Zen 4 (AMD family 0x19): off; the hardware prefetchers alone stream faster
+  //   (Q4_K_M, one core, 33.1 -> 36.9 t/s without).
+  // - Zen 5 (family 0x1A) and later: on, except for the light stream below. Q4_K_M 49 -> 67,
+  //   `LL3_CPU=avx2` Q4_K_M 25 -> 55 and Q8_0 28 -> 34.
   bool panel_prefetch = true;
+  // The same for the AVX-512 Q8_0 panel decode kernel, whose few operations per byte let
+  // AMD's hardware prefetchers keep up alone: off on AMD (Zen 5, 1B Q8_0: 42.2 -> 46.9 t/s
+  // without).
+  bool light_panel_prefetch = true;
+  // LL3_PREFETCH=0|1 sets both (comparisons).
   // AVX2 + FMA + F16C: what the avx2 kernels are compiled for.
   bool has_avx2_set() const { return avx2 && fma && f16c; }
   // The avx512 kernel directory's flags.

@@ -38,13 +38,19 @@ inline void prefetch_line_always(const void* p) {
   _mm_prefetch(c + kPrefetchL1Bytes, _MM_HINT_T0);
 }
 
-// CpuFeatures::panel_prefetch, read once.
+// CpuFeatures::panel_prefetch and light_panel_prefetch, read once.
 inline const bool kPanelPrefetch = cpu_features().panel_prefetch;
+inline const bool kLightPanelPrefetch = cpu_features().light_panel_prefetch;
 
 // Both prefetches for the line at p where the CPU gains by them (kPanelPrefetch): the panel
 // decode kernels issue them once per line loaded.
 inline void prefetch_line(const void* p) {
   if (kPanelPrefetch) prefetch_line_always(p);
+}
+
+// The same for a light stream (the AVX-512 Q8_0 decode kernel): kLightPanelPrefetch.
+inline void prefetch_line_light(const void* p) {
+  if (kLightPanelPrefetch) prefetch_line_always(p);
 }
 
 // The L2 prefetch of the four-row float decode kernels (kernels/cpu/*/float_types.cpp), issued
