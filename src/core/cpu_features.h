@@ -26,7 +26,7 @@ struct CpuFeatures {
   // The cpuid family (base + extended): AMD's 0x19 is Zen 3 / Zen 4, 0x1A Zen 5.
   unsigned family = 0;
   // Whether the panel decode kernels issue software prefetches (kernels/cpu/prefetch.h),
-  // measured per core, 1B preset, 2 threads, t/s without -> with:
+  // measured per CPU (1B preset, 2 threads, t/s without -> with):
   // - Intel (Sapphire Rapids): on; they lift decode by a quarter.
   // - Zen 3 / Zen 4 (AMD family 0x19): off; the hardware prefetchers alone stream faster
   //   (Q4_K_M, one core, 33.1 -> 36.9 t/s without).
