@@ -35,9 +35,8 @@ struct CpuFeatures {
   bool panel_prefetch = true;
   // The same for the AVX-512 Q8_0 panel decode kernel, whose few operations per byte let
   // AMD's hardware prefetchers keep up alone: off on AMD (Zen 5, 1B Q8_0: 42.2 -> 46.9 t/s
-  // without).
+  // without). LL3_PREFETCH=0|1 sets both flags (comparisons).
   bool light_panel_prefetch = true;
-  // LL3_PREFETCH=0|1 sets both (comparisons).
   // AVX2 + FMA + F16C: what the avx2 kernels are compiled for.
   bool has_avx2_set() const { return avx2 && fma && f16c; }
   // The avx512 kernel directory's flags.

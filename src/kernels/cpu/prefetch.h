@@ -42,15 +42,12 @@ inline void prefetch_line_always(const void* p) {
 inline const bool kPanelPrefetch = cpu_features().panel_prefetch;
 inline const bool kLightPanelPrefetch = cpu_features().light_panel_prefetch;
 
-// Both prefetches for the line at p where the CPU gains by them (kPanelPrefetch): the panel
-// decode kernels issue them once per line loaded.
+// Both prefetches for the line at p where the CPU gains by them: the panel decode kernels
+// issue them once per line loaded. kLight marks a kernel with few operations per byte (the
+// AVX-512 Q8_0 one), which AMD's hardware prefetchers keep up with alone (kLightPanelPrefetch).
+template <bool kLight = false>
 inline void prefetch_line(const void* p) {
-  if (kPanelPrefetch) prefetch_line_always(p);
-}
-
-// The same for a light stream (the AVX-512 Q8_0 decode kernel): kLightPanelPrefetch.
-inline void prefetch_line_light(const void* p) {
-  if (kLightPanelPrefetch) prefetch_line_always(p);
+  if (kLight ? kLightPanelPrefetch : kPanelPrefetch) prefetch_line_always(p);
 }
 
 // The L2 prefetch of the four-row float decode kernels (kernels/cpu/*/float_types.cpp), issued

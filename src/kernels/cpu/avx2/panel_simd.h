@@ -66,7 +66,7 @@ inline void q6_k_assemble(__m256i ql, __m256i hb, int q, __m256i& lo, __m256i& h
 template <bool kBatch>
 inline void q6_k_line(const uint8_t* half, int kk, int hf, __m256i& lo, __m256i& hi) {
   if (hf == 0) {
-    const auto pf = kBatch ? prefetch_line_always : prefetch_line;
+    const auto pf = kBatch ? prefetch_line_always : prefetch_line<>;
     if (kk < 8) pf(half + 64 * kk);
     pf(half + 512 + 64 * kk);
   }

@@ -27,13 +27,9 @@ namespace {
 
 constexpr int R = static_cast<int>(kPanelRows);
 
+template <bool kLight = false>
 inline __m512i load_line(const uint8_t* p) {
-  prefetch_line(p);
-  return _mm512_loadu_si512(p);
-}
-
-inline __m512i load_line_light(const uint8_t* p) {
-  prefetch_line_light(p);
+  prefetch_line<kLight>(p);
   return _mm512_loadu_si512(p);
 }
 
@@ -187,15 +183,15 @@ void q8_0_dot_q8_0_panels(const void* panels, int64_t npanels, const void* xq, c
     __m512 acc = _mm512_setzero_ps();  // one chain: the order of kernels/int_dot_order.h
     for (int64_t i = 0; i < nb; i += 2) {
       const uint8_t* u = w + (i / 2) * kUnit;
-      prefetch_line_light(u);
+      prefetch_line<true>(u);
       const uint8_t* a0 = reinterpret_cast<const uint8_t*>(a[i].qs);
       const uint8_t* a1 = reinterpret_cast<const uint8_t*>(a[i + 1].qs);
       __m512i s0a = _mm512_setzero_si512(), s0b = s0a, s1a = s0a, s1b = s0a;
       LL3_UNROLL for (int k = 0; k < 8; k += 2) {
-        s0a = _mm512_dpbusd_epi32(s0a, load_line_light(u + 64 + 64 * k), bcast32(a0 + 4 * k));
-        s0b = _mm512_dpbusd_epi32(s0b, load_line_light(u + 128 + 64 * k), bcast32(a0 + 4 * k + 4));
-        s1a = _mm512_dpbusd_epi32(s1a, load_line_light(u + 576 + 64 * k), bcast32(a1 + 4 * k));
-        s1b = _mm512_dpbusd_epi32(s1b, load_line_light(u + 640 + 64 * k), bcast32(a1 + 4 * k + 4));
+        s0a = _mm512_dpbusd_epi32(s0a, load_line<true>(u + 64 + 64 * k), bcast32(a0 + 4 * k));
+        s0b = _mm512_dpbusd_epi32(s0b, load_line<true>(u + 128 + 64 * k), bcast32(a0 + 4 * k + 4));
+        s1a = _mm512_dpbusd_epi32(s1a, load_line<true>(u + 576 + 64 * k), bcast32(a1 + 4 * k));
+        s1b = _mm512_dpbusd_epi32(s1b, load_line<true>(u + 640 + 64 * k), bcast32(a1 + 4 * k + 4));
       }
       const __m512i d0 = _mm512_sub_epi32(_mm512_add_epi32(s0a, s0b), _mm512_set1_epi32(as[i].sum128));
       const __m512i d1 = _mm512_sub_epi32(_mm512_add_epi32(s1a, s1b), _mm512_set1_epi32(as[i + 1].sum128));
