@@ -1,7 +1,8 @@
 // ll3-cuda-bench: the CUDA ops' speed against the card's own copy bandwidth, measured in the
 // same run (scripts/gpu-check.sh prints its table). Shapes of the llama3.1-8b preset: the
-// decode GEMVs of its FFN (14336 x 4096 and 4096 x 14336) per weight type, batch 1 and 8, and
-// decode attention over 4096 cached positions for 32 sequences. Times are the median of 20
+// products of its FFN (14336 x 4096 and 4096 x 14336) per weight type on the batch-invariant
+// tensor-core kernel at 1, 8, 64 and 512 tokens, beside the F32 GEMV at 1 and cuBLAS at 512;
+// and decode attention over 4096 cached positions for 32 sequences. Times are the median of 20
 // runs after 3 warm-ups, by CUDA events.
 #include <cuda_runtime_api.h>
 
@@ -90,28 +91,48 @@ int main() {
   cudaFree(src);
   cudaFree(dst);
   std::printf("copy bandwidth: %.0f GB/s (2 GiB device to device, read + write)\n\n", copy_gbs);
+  ll3::Result<ll3::cuda::Blas*> blas_r = ll3::cuda::blas_create(nullptr);
+  if (!blas_r.ok()) {
+    std::printf("ll3-cuda-bench: %s\n", blas_r.message().c_str());
+    return 1;
+  }
+  ll3::cuda::Blas* blas = blas_r.value();
 
-  std::printf("| op | shape | batch | time (us) | GB/s | %% of copy |\n|---|---|---|---|---|---|\n");
+  std::printf("| op | shape | batch | time (us) | GB/s | %% of copy | TFLOP/s |\n|---|---|---|---|---|---|---|\n");
+  auto row = [&](const char* op, ll3::DType t, int64_t rows, int64_t cols, int64_t batch, double ms, size_t wbytes) {
+    const double gbs = wbytes / (ms * 1e6);
+    std::printf("| %s %s | %lldx%lld | %lld | %.1f | %.0f | %.0f%% | %.1f |\n", op, std::string(ll3::dtype_name(t)).c_str(),
+                static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(batch), ms * 1e3, gbs,
+                100 * gbs / copy_gbs, 2.0 * rows * cols * batch / (ms * 1e9));
+  };
   const int64_t shapes[2][2] = {{14336, 4096}, {4096, 14336}};
+  const int64_t max_batch = 512;
   for (ll3::DType t : {ll3::DType::F16, ll3::DType::BF16, ll3::DType::Q8_0, ll3::DType::Q4_K}) {
     for (const auto& sh : shapes) {
       const int64_t rows = sh[0], cols = sh[1];
       const size_t wbytes = ll3::dtype_row_bytes(t, cols) * rows;
-      void* w = dev_random(wbytes, 1);
-      float* x = dev_alloc<float>(8 * cols);
-      float* y = dev_alloc<float>(8 * rows);
-      CHECK_CUDA(cudaMemset(x, 0, 8 * cols * sizeof(float)));
-      for (int batch : {1, 8}) {
-        ll3::Status st;
-        const double ms = median_ms([&] { st = ll3::cuda::gemv(t, w, rows, cols, x, y, batch, nullptr); });
-        if (!st.ok()) {
-          std::printf("| gemv %s | %lldx%lld | %d | failed: %s |\n", std::string(ll3::dtype_name(t)).c_str(),
-                      static_cast<long long>(rows), static_cast<long long>(cols), batch, st.message().c_str());
-          continue;
-        }
-        const double gbs = wbytes / (ms * 1e6);
-        std::printf("| gemv %s | %lldx%lld | %d | %.1f | %.0f | %.0f%% |\n", std::string(ll3::dtype_name(t)).c_str(),
-                    static_cast<long long>(rows), static_cast<long long>(cols), batch, ms * 1e3, gbs, 100 * gbs / copy_gbs);
+      void* w = dev_random(wbytes, 1);  // any bytes below 64: valid in the Q8_0 device layout too
+      float* x = static_cast<float*>(dev_random(max_batch * cols * sizeof(float), 4));
+      float* y = dev_alloc<float>(max_batch * rows);
+      ll3::Status st;
+      // The batch-invariant tensor-core product the runner uses for every step.
+      for (int64_t batch : {1, 8, 64, 512}) {
+        const double ms = median_ms([&] { st = ll3::cuda::matmul_mma(t, w, rows, cols, x, batch, y, nullptr); });
+        if (!st.ok()) std::printf("| mma %s | failed: %s |\n", std::string(ll3::dtype_name(t)).c_str(), st.message().c_str());
+        row("mma", t, rows, cols, batch, ms, wbytes);
+      }
+      // For comparison: the F32 GEMV at batch 1, and cuBLAS on F16 operands at 512.
+      const double ms = median_ms([&] { st = ll3::cuda::gemv(t, w, rows, cols, x, y, 1, nullptr); });
+      row("gemv", t, rows, cols, 1, ms, wbytes);
+      if (t == ll3::DType::F16 || t == ll3::DType::BF16) {
+        const bool bf16 = t == ll3::DType::BF16;
+        uint16_t* xh = dev_alloc<uint16_t>(max_batch * cols);
+        CHECK_CUDA(cudaMemset(xh, 0, max_batch * cols * 2));
+        const double mb = median_ms([&] {
+          st = ll3::cuda::gemm_half(blas, bf16, static_cast<const uint16_t*>(w), rows, cols, xh, max_batch, y);
+        });
+        row("cublas", t, rows, cols, max_batch, mb, wbytes);
+        cudaFree(xh);
       }
       cudaFree(w);
       cudaFree(x);

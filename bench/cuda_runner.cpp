@@ -159,7 +159,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   const double copy = copy_bandwidth();
-  std::vector<std::string> rows;
+  // Each row as soon as it is measured, so that a run cut short still reports what it did.
+  std::printf("\nllama3.1-8b shape, random weights, %s; copy bandwidth %.0f GB/s (read + write)\n\n", devs[0].name.c_str(), copy);
+  std::printf("| weights | pp512 t/s | tg128 t/s | decode GB/s | %% of copy | 1 seq t/s | 8 | 32 | 128 | 128 / 1 | write / upload |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::fflush(stdout);
   std::stringstream types(list);
   for (std::string name; std::getline(types, name, ',');) {
     DType type = DType::F16;
@@ -228,13 +232,10 @@ int main(int argc, char** argv) {
       len += std::snprintf(row + len, sizeof row - len, " %.0f |", agg[k]);
     }
     std::snprintf(row + len, sizeof row - len, " %.1fx | %.0f s / %.0f s |", agg[3] / agg[0], t_write, t_upload);
-    rows.push_back(row);
+    std::printf("%s\n", row);
+    std::fflush(stdout);
     std::fprintf(stderr, "ll3-cuda-runner-bench: %s done (%s)\n", name.c_str(), (*r)->where().c_str());
     std::filesystem::remove(path);
   }
-  std::printf("\nllama3.1-8b shape, random weights, %s; copy bandwidth %.0f GB/s (read + write)\n\n", devs[0].name.c_str(), copy);
-  std::printf("| weights | pp512 t/s | tg128 t/s | decode GB/s | %% of copy | 1 seq t/s | 8 | 32 | 128 | 128 / 1 | write / upload |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
-  for (const std::string& r : rows) std::printf("%s\n", r.c_str());
   return 0;
 }

@@ -1,44 +1,116 @@
 #!/usr/bin/env bash
-# The GPU check, one run on a machine with an NVIDIA GPU: builds the CUDA ops and the GPU
-# forward pass in the kernels-only configuration (LL3_KERNELS_ONLY: core, kernels, checkpoint
-# readers, KV cache, CPU and CUDA runners; no server, tokenizer or test packages needed, which a
-# GPU machine may lack), runs their tests against the CPU, then the op benchmark and the runner
-# benchmark on the llama3.1-8b shape (pp512, tg128, decode GB/s against the copy bandwidth,
-# aggregate decode at 1, 8, 32 and 128 sequences), and prints its table last.
+# The GPU check, one run on a machine with an NVIDIA GPU. It runs the CUDA ops' and the GPU
+# forward pass's tests against the CPU, ll3 itself on the GPU (greedy text against the CPU, and
+# `ll3 serve` under `ll3 bench-serve`, whose streams must equal the non-streamed answers), the
+# op benchmark and the runner benchmark on the llama3.1-8b shape (pp512, tg128, decode GB/s
+# against the copy bandwidth, aggregate decode at 1, 8, 32 and 128 sequences), then
+# compute-sanitizer over the op tests, and prints its table last. Every stage has its own time
+# limit, and its log goes to $OUT (or build-gpu/) as it runs, so a run cut short still reports.
 #
-#   scripts/gpu-check.sh --prepare   on the development machine, once: copies GoogleTest's
-#                                    sources and nlohmann-json's headers to .gpu-deps/ (git-ignored)
-#   scripts/gpu-check.sh [TYPES]     on the GPU machine (carry .gpu-deps); logs go to $OUT or
-#                                    build-gpu/; TYPES for the runner benchmark (default
-#                                    f16,bf16,q8_0,q4_k)
-set -euo pipefail
+#   scripts/gpu-check.sh --prepare   on the development machine, after scripts/build.sh: copies
+#                                    GoogleTest's sources and nlohmann-json's headers, the CUDA
+#                                    binaries of build/ (stripped) and the shared mixed-type model
+#                                    to .gpu-deps/ (git-ignored, about 55 MB)
+#   scripts/gpu-check.sh [TYPES]     on the GPU machine (carry .gpu-deps); TYPES for the runner
+#                                    benchmark (default q4_k,q8_0,bf16,f16)
+#
+# The prepared binaries run as they are when the GPU machine's libraries take them (cudart is
+# linked statically, cuBLAS opened at run time); otherwise the script builds the kernels-only
+# configuration there (LL3_KERNELS_ONLY: no server or tokenizer, so the ll3 stages skip).
+set -uo pipefail
 cd "$(dirname "$0")/.."
+deps=.gpu-deps
 if [ "${1:-}" = "--prepare" ]; then
-  rm -rf .gpu-deps && mkdir -p .gpu-deps/json && cp -r /usr/src/googletest .gpu-deps/ &&
-    cp -r /usr/include/nlohmann .gpu-deps/json/
-  grep -qx '/.gpu-deps/' .git/info/exclude 2>/dev/null || echo '/.gpu-deps/' >> .git/info/exclude
-  echo "gpu-check: .gpu-deps (googletest, nlohmann-json) ready; carry .gpu-deps"
+  set -e
+  rm -rf $deps && mkdir -p $deps/json $deps/bin $deps/models && cp -r /usr/src/googletest $deps/ &&
+    cp -r /usr/include/nlohmann $deps/json/
+  for f in build/tests/test_cuda build/ll3-cuda-bench build/ll3-cuda-runner-bench build/ll3; do
+    [ -x "$f" ] && strip -o "$deps/bin/$(basename "$f")" "$f"
+  done
+  shared=${LL3_SHARED:-../shared}
+  cp "$shared/models/small-llama32-mixed.gguf" $deps/models/
+  python3 -c "import json,sys; sys.stdout.write(json.load(open('$shared/models/golden/small-llama32-mixed/P3.json'))['text'])" \
+    > $deps/models/P3.txt
+  grep -qx "/$deps/" .git/info/exclude 2>/dev/null || echo "/$deps/" >> .git/info/exclude
+  echo "gpu-check: $deps ready ($(du -sh $deps | cut -f1)); carry $deps"
   exit 0
 fi
 logs=${OUT:-build-gpu}
-mkdir -p build-gpu "$logs"
+mkdir -p "$logs"
+summary=()
+stage() {  # stage NAME SECONDS COMMAND...: runs it with a time limit, log in $logs/NAME.log
+  local name=$1 limit=$2
+  shift 2
+  local t0=$SECONDS
+  timeout "$limit" "$@" > "$logs/$name.log" 2>&1
+  local rc=$?
+  summary+=("| $name | $rc$([ $rc = 124 ] && echo ' (time limit)') | $((SECONDS - t0)) s |")
+  return $rc
+}
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader || true
-generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
-cmake -S . -B build-gpu "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DLL3_KERNELS_ONLY=ON -DLL3_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES=90 -DLL3_GTEST_SOURCE="$PWD/.gpu-deps/googletest" -DLL3_JSON_INCLUDE="$PWD/.gpu-deps/json" >"$logs/configure.log" 2>&1 ||
-  { tail -30 "$logs/configure.log"; exit 1; }
-cmake --build build-gpu -j"$(nproc)" >"$logs/build.log" 2>&1 || { grep -E "error" -A3 "$logs/build.log" | head -60; exit 1; }
-set +e
-build-gpu/test_cuda 2>&1 | tee "$logs/test_cuda.log" | grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|Expected|Which is" | head -60
-tests_rc=${PIPESTATUS[0]}
-build-gpu/ll3-cuda-bench 2>&1 | tee "$logs/bench.md"
-bench_rc=${PIPESTATUS[0]}
-models=$(df --output=avail -B1G /tmp | tail -1)
-build-gpu/ll3-cuda-runner-bench /tmp "${1:-f16,bf16,q8_0,q4_k}" 2>&1 | tee "$logs/runner.md"
-runner_rc=${PIPESTATUS[0]}
-set -e
+
+bin=$deps/bin
+if ! "$bin/test_cuda" --gtest_list_tests > /dev/null 2>&1; then
+  echo "gpu-check: the prepared binaries do not run here; building the kernels-only configuration"
+  ldd "$bin/test_cuda" 2>&1 | grep -i "not found"
+  generator=()
+  command -v ninja > /dev/null && generator=(-G Ninja)
+  stage configure 120 cmake -S . -B build-gpu "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DLL3_KERNELS_ONLY=ON \
+    -DLL3_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DLL3_GTEST_SOURCE="$PWD/$deps/googletest" \
+    -DLL3_JSON_INCLUDE="$PWD/$deps/json" || { tail -30 "$logs/configure.log"; exit 1; }
+  stage build 400 cmake --build build-gpu -j"$(nproc)" || { grep -E "error" -A3 "$logs/build.log" | head -60; exit 1; }
+  bin=build-gpu
+  cp build-gpu/tests/test_cuda build-gpu/ 2> /dev/null
+fi
+"$bin/ll3" --version 2> /dev/null | tail -1
+
+stage tests 150 "$bin/test_cuda"
+grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|Expected|Which is|error" "$logs/tests.log" | head -60
+
+model=$deps/models/small-llama32-mixed.gguf
+if [ -x "$bin/ll3" ] && [ -f "$model" ]; then
+  # Greedy text of the P3 prompt on the GPU and on the CPU with float activations (the GPU's
+  # arithmetic is float: F16 weights for the types it has no kernel for, F32 accumulation).
+  for where in gpu cpu; do
+    flags=(-ngl -1)
+    [ $where = cpu ] && flags=(-ngl 0 --float-act)
+    stage "run-$where" 60 "$bin/ll3" run -m "$model" -f $deps/models/P3.txt --temp 0 -n 48 --ignore-eos "${flags[@]}"
+  done
+  grep -E "^ll3: (running|prompt|loaded)" "$logs/run-gpu.log"
+  python3 - "$logs/run-gpu.log" "$logs/run-cpu.log" << 'EOF'
+import sys
+a, b = (open(f, 'rb').read() for f in sys.argv[1:3])
+body = lambda s: b''.join(l for l in s.splitlines(True) if not l.startswith(b'll3:'))
+a, b = body(a), body(b)
+n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+print(f"run: GPU and CPU (float activations) greedy text agree on {n} of {len(b)} bytes")
+EOF
+  port=18089
+  "$bin/ll3" serve -m "$model" --port $port --max-seqs 64 > "$logs/serve.log" 2>&1 &
+  server=$!
+  ready() {  # GET /health answers 200 once the model is loaded (curl may be missing there)
+    exec 3<> "/dev/tcp/127.0.0.1/$port" && printf 'GET /health HTTP/1.0\r\n\r\n' >&3 && head -1 <&3 | grep -q " 200"
+  }
+  for _ in $(seq 120); do (ready) 2> /dev/null && break; sleep 0.5; done
+  stage bench-serve 120 "$bin/ll3" bench-serve --url "http://127.0.0.1:$port" --clients 1,16,64 --requests 2 \
+    --max-tokens 32 --duration 40
+  cat "$logs/bench-serve.log"
+  kill $server 2> /dev/null
+  wait $server 2> /dev/null
+  grep -E "running on|not on the GPU" "$logs/serve.log"
+fi
+
+stage op-bench 90 "$bin/ll3-cuda-bench"
+stage runner-bench 200 "$bin/ll3-cuda-runner-bench" /tmp "${1:-q4_k,q8_0,bf16,f16}"
+if command -v compute-sanitizer > /dev/null; then
+  stage memcheck 100 compute-sanitizer --tool memcheck --error-exitcode 3 "$bin/test_cuda" --gtest_filter='CudaOps.*'
+  tail -5 "$logs/memcheck.log"
+fi
+
 echo
-echo "gpu-check: CUDA tests exit $tests_rc, op benchmark exit $bench_rc, runner benchmark exit $runner_rc" \
-  "(/tmp had $models GB free)"
-exit $(( tests_rc != 0 || bench_rc != 0 || runner_rc != 0 ))
+cat "$logs/op-bench.log"
+cat "$logs/runner-bench.log"
+echo
+echo "| stage | exit | time |"
+echo "|---|---|---|"
+printf '%s\n' "${summary[@]}"

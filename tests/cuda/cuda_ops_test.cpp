@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -162,6 +163,62 @@ TEST(CudaOps, GemvOfEveryTypeMatchesTheDequantizedProductAndBatchesEqualSolo) {
   EXPECT_FALSE(cuda::gemv(DType::Q6_K, dx.p, 1, 256, dx.p, dy.p, 1, nullptr).ok());
   EXPECT_FALSE(cuda::gemv(DType::F32, dx.p, 1, 40, dx.p, dy.p, 1, nullptr).ok());
   EXPECT_FALSE(cuda::gemv(DType::F32, dx.p, 1, 32, dx.p, dy.p, 9, nullptr).ok());
+}
+
+// The batch-invariant tensor-core product: every type against the double-precision product of
+// its dequantized weights and the activations rounded as the kernel rounds them, then the
+// invariance itself: the same x row gives the same bits whatever n is (1 .. 130, across the
+// 8-token tiles and 64-token slabs) and wherever the row sits in the batch.
+TEST(CudaOps, MmaMatmulMatchesTheRoundedProductAndIsBatchInvariant) {
+  REQUIRE_GPU();
+  const int64_t rows = 301;  // not a multiple of the 16 rows of a warp
+  const int64_t n_max = 130;
+  for (DType type : {DType::F16, DType::BF16, DType::Q8_0, DType::Q4_K}) {
+    for (int64_t cols : {256, 4096, 14336}) {
+      ASSERT_TRUE(cuda::matmul_mma_supported(type, cols));
+      const Matrix w = random_matrix(type, rows, cols, 31);
+      std::vector<uint8_t> bytes = w.bytes;
+      if (type == DType::Q8_0) {  // the kernel's own layout
+        cuda::q8_0_split(w.bytes.data(), rows, cols, bytes.data(), reinterpret_cast<uint16_t*>(bytes.data() + rows * cols));
+      }
+      const std::vector<float> x = randn((n_max + 1) * cols, 32);
+      Dev<uint8_t> dw(bytes);
+      Dev<float> dx(x), dy(n_max * rows), dn(n_max * rows);
+      ASSERT_TRUE(cuda::matmul_mma(type, dw.p, rows, cols, dx.p, n_max, dy.p, nullptr).ok());
+      const std::vector<float> y = dy.get();
+      const bool bf16 = type == DType::BF16;
+      auto rounded = [bf16](float v) { return bf16 ? bf16_to_f32(f32_to_bf16(v)) : f16_to_f32(f32_to_f16(v)); };
+      for (int64_t t : {int64_t{0}, int64_t{5}, int64_t{64}, n_max - 1}) {
+        for (int64_t r = 0; r < rows; ++r) {
+          double dot = 0, mag = 0;
+          for (int64_t c = 0; c < cols; ++c) {
+            const double p = static_cast<double>(w.values[r * cols + c]) * rounded(x[t * cols + c]);
+            dot += p;
+            mag += std::fabs(p);
+          }
+          ASSERT_NEAR(y[t * rows + r], dot, 3e-5 * mag + 1e-6) << dtype_name(type) << " cols " << cols << " token " << t << " row " << r;
+        }
+      }
+      // Batches of n rows from x row `first`: row i must equal row first + i of the full run
+      // (first = 1 shifts every row to another place in its tile).
+      for (int64_t first : {0, 1}) {
+        for (int64_t n : {1, 2, 7, 8, 9, 16, 63, 64, 65, 100}) {
+          if (first + n > n_max) continue;
+          ASSERT_TRUE(cuda::matmul_mma(type, dw.p, rows, cols, dx.p + first * cols, n, dn.p, nullptr).ok());
+          const std::vector<float> yn = dn.get();
+          for (int64_t i = 0; i < n * rows; ++i) {
+            ASSERT_EQ(std::memcmp(&yn[i], &y[first * rows + i], 4), 0)
+                << dtype_name(type) << " cols " << cols << " n " << n << " first " << first << " element " << i;
+          }
+        }
+      }
+    }
+  }
+  Dev<float> dx(64), dy(64);
+  EXPECT_FALSE(cuda::matmul_mma_supported(DType::F32, 256));
+  EXPECT_FALSE(cuda::matmul_mma_supported(DType::Q4_K, 320));
+  EXPECT_FALSE(cuda::matmul_mma(DType::Q6_K, dx.p, 1, 256, dx.p, 1, dy.p, nullptr).ok());
+  EXPECT_FALSE(cuda::matmul_mma(DType::F16, dx.p, 1, 96, dx.p, 1, dy.p, nullptr).ok());
 }
 
 // The dequantization for the tensor cores gives the GEMV's values rounded to F16, and the cuBLAS

@@ -7,9 +7,12 @@
 //               xb = rmsnorm(x)        x += W_down (silu(W_gate xb) * W_up xb)
 //   logits = W_out rmsnorm(x[logit rows])
 //
-// A product of at most kMaxGemvBatch rows runs the GEMV kernels (float activations, the weights
-// dequantized in the kernel); a larger one runs on the tensor cores through cuBLAS (activations
-// rounded to F16 / BF16, F32 sums), the weights dequantized to F16 first unless stored so.
+// Every product, of one row or of a whole prompt, runs one batch-invariant kernel on the tensor
+// cores (cuda::matmul_mma: activations rounded to F16 / BF16, F32 sums, quantized weights
+// scaled per chunk), so that a sequence's tokens never depend on what else shares its step.
+// F32 weights, and widths that kernel does not take, run the F32 GEMV in passes of
+// kMaxGemvBatch rows, which is as invariant (each row is computed alone). Weight types neither
+// reads are dequantized to F16 at load.
 //
 // The KV cache lives twice: the engine's host KvCache stays the one of record (prefix sharing,
 // copy on write and session files read and write it), and the device holds a mirror. Before a
@@ -79,10 +82,12 @@ class Allocations {
   std::vector<void*> device_, pinned_;
 };
 
-// A weight matrix on the device, row-major in `type`'s own layout.
+// A weight matrix on the device, row-major in `type`'s own layout (Q8_0 for the tensor cores in
+// that kernel's layout, cuda::q8_0_split).
 struct DevMatrix {
   DType type = DType::F16;
   int64_t rows = 0, cols = 0;
+  bool mma = false;  // cuda::matmul_mma, else the GEMV
   const void* w = nullptr;
 };
 
@@ -94,15 +99,10 @@ struct DevLayer {
   uint16_t* v = nullptr;
 };
 
-// Quantized products of up to this many rows take GEMV passes of kMaxGemvBatch rows: cheaper
-// than dequantizing the whole matrix for the tensor cores.
-constexpr int64_t kMaxGemvPassRows = 3 * cuda::kMaxGemvBatch;
-
 class CudaRunner final : public ModelRunner {
  public:
   CudaRunner(const LlamaModel& m, KvCache& kv) : m_(m), c_(m.config), kv_(kv) {}
   ~CudaRunner() override {
-    if (blas_ != nullptr) cuda::blas_destroy(blas_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
@@ -125,10 +125,8 @@ class CudaRunner final : public ModelRunner {
   KvCache& kv_;
   Allocations mem_;
   cudaStream_t stream_ = nullptr;
-  cuda::Blas* blas_ = nullptr;
   std::string where_;
-  int64_t max_tokens_ = 0, q_dim_ = 0, kv_dim_ = 0, max_cols_ = 0, table_cap_ = 0;
-  size_t wh_elems_ = 0;  // the capacity of wh_
+  int64_t max_tokens_ = 0, q_dim_ = 0, kv_dim_ = 0, table_cap_ = 0;
   std::set<std::string> converted_;  // weight types dequantized to F16 at load
 
   std::vector<DevLayer> layers_;
@@ -140,8 +138,6 @@ class CudaRunner final : public ModelRunner {
   // Device scratch, T = max_tokens_.
   float *x_ = nullptr, *xb_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *att_ = nullptr;
   float *proj_ = nullptr, *gate_ = nullptr, *up_ = nullptr, *logits_ = nullptr;
-  uint16_t* xh_ = nullptr;     // (T, max cols) activations rounded for the tensor cores
-  uint16_t* wh_ = nullptr;     // (largest quantized layer matrix) its F16 dequantization
   uint16_t* kv_new_ = nullptr; // (2, n_layers, T, kv_dim) F16: this step's K and V rows
   int32_t* meta_ = nullptr;    // positions, slots, attended lengths, logit rows, block tables
   // Pinned host staging for the same.
@@ -169,14 +165,10 @@ Status CudaRunner::init(const GpuRunnerOptions& o) {
   if (o.device < 0 || o.device >= static_cast<int>(devs.size())) return Status::errorf("no CUDA device %d", o.device);
   LL3_RETURN_IF_ERROR(cuda_check(cudaSetDevice(o.device), "set device"));
   LL3_RETURN_IF_ERROR(cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream"));
-  Result<cuda::Blas*> blas = cuda::blas_create(stream_);
-  if (!blas.ok()) return blas.status();
-  blas_ = blas.value();
 
   max_tokens_ = std::max<int64_t>(1, o.max_batch_tokens);
   q_dim_ = c_.n_heads * c_.head_dim;
   kv_dim_ = c_.n_kv_heads * c_.head_dim;
-  max_cols_ = std::max({c_.dim, c_.ffn_dim, q_dim_});
   const int64_t T = max_tokens_;
   const int64_t positions = std::min<int64_t>(c_.context_length, kv_.capacity_tokens());
   table_cap_ = std::min<int64_t>(kc.n_blocks, (positions + kc.block_size - 1) / kc.block_size + 1);
@@ -191,10 +183,7 @@ Status CudaRunner::init(const GpuRunnerOptions& o) {
     const std::pair<const WeightMatrix*, DevMatrix*> mats[] = {{&L.wq, &D.wq},     {&L.wk, &D.wk},     {&L.wv, &D.wv},
                                                                {&L.wo, &D.wo},     {&L.w_gate, &D.gate}, {&L.w_up, &D.up},
                                                                {&L.w_down, &D.down}};
-    for (const auto& [W, d] : mats) {
-      LL3_RETURN_IF_ERROR(upload_matrix(*W, d));
-      if (d->type != DType::F16 && d->type != DType::BF16) wh_elems_ = std::max(wh_elems_, static_cast<size_t>(d->rows * d->cols));
-    }
+    for (const auto& [W, d] : mats) LL3_RETURN_IF_ERROR(upload_matrix(*W, d));
   }
   LL3_RETURN_IF_ERROR(upload_matrix(m_.output, &output_));
   LL3_RETURN_IF_ERROR(upload_norm(m_.output_norm, &output_norm_));
@@ -225,12 +214,6 @@ Status CudaRunner::init(const GpuRunnerOptions& o) {
   LL3_RETURN_IF_ERROR(mem_.device(&gate_, T * c_.ffn_dim, "activations"));
   LL3_RETURN_IF_ERROR(mem_.device(&up_, T * c_.ffn_dim, "activations"));
   LL3_RETURN_IF_ERROR(mem_.device(&logits_, T * c_.n_vocab, "logits"));
-  LL3_RETURN_IF_ERROR(mem_.device(&xh_, T * max_cols_, "activations"));
-  if (T > kMaxGemvPassRows && wh_elems_ > 0) {
-    LL3_RETURN_IF_ERROR(mem_.device(&wh_, wh_elems_, "dequantized weights"));
-  } else {
-    wh_elems_ = 0;
-  }
   const size_t kv_new = static_cast<size_t>(2 * c_.n_layers * T * kv_dim_);
   LL3_RETURN_IF_ERROR(mem_.device(&kv_new_, kv_new, "new KV rows"));
   const size_t meta = static_cast<size_t>(4 * T + T * table_cap_);
@@ -256,9 +239,12 @@ Status CudaRunner::upload_norm(const std::vector<float>& w, float** d) {
 Status CudaRunner::upload_matrix(const WeightMatrix& W, DevMatrix* d) {
   d->rows = W.rows;
   d->cols = W.cols;
-  const bool as_stored = cuda::gemv_supported(W.type) && W.cols % 32 == 0 && (W.type != DType::Q4_K || W.cols % 256 == 0);
+  const bool as_stored = cuda::matmul_mma_supported(W.type, W.cols) ||
+                         (cuda::gemv_supported(W.type) && W.cols % 32 == 0 && (W.type != DType::Q4_K || W.cols % 256 == 0));
   d->type = as_stored ? W.type : DType::F16;
   if (!as_stored) converted_.insert(std::string(dtype_name(W.type)));
+  d->mma = cuda::matmul_mma_supported(d->type, W.cols);
+  const bool split = d->mma && d->type == DType::Q8_0;  // levels, then all the rows' scales
   const size_t row_bytes = dtype_row_bytes(d->type, W.cols);
   uint8_t* dev = nullptr;
   LL3_RETURN_IF_ERROR(mem_.device(&dev, row_bytes * static_cast<size_t>(W.rows), W.name.c_str()));
@@ -266,7 +252,7 @@ Status CudaRunner::upload_matrix(const WeightMatrix& W, DevMatrix* d) {
   // In chunks of whole panels, through host memory: rows unpacked from the decode panels, or
   // dequantized to F16.
   constexpr int64_t kChunk = 256;
-  std::vector<uint8_t> unpacked(W.row_bytes * kChunk), half(as_stored ? 0 : row_bytes * kChunk);
+  std::vector<uint8_t> unpacked(W.row_bytes * kChunk), half(as_stored && !split ? 0 : row_bytes * kChunk);
   std::vector<float> f(as_stored ? 0 : static_cast<size_t>(W.cols));
   for (int64_t r0 = 0; r0 < W.rows; r0 += kChunk) {
     const int64_t nr = std::min(kChunk, W.rows - r0);
@@ -278,6 +264,14 @@ Status CudaRunner::upload_matrix(const WeightMatrix& W, DevMatrix* d) {
         for (int64_t c = 0; c < W.cols; ++c) h[r * W.cols + c] = f32_to_f16(f[static_cast<size_t>(c)]);
       }
       src = half.data();
+    }
+    if (split) {
+      auto* scales = reinterpret_cast<uint16_t*>(half.data() + nr * W.cols);
+      cuda::q8_0_split(src, nr, W.cols, half.data(), scales);
+      const size_t levels_at = static_cast<size_t>(r0 * W.cols), scales_at = static_cast<size_t>(W.rows * W.cols + r0 * (W.cols / 32) * 2);
+      LL3_RETURN_IF_ERROR(cuda_check(cudaMemcpy(dev + levels_at, half.data(), static_cast<size_t>(nr * W.cols), cudaMemcpyHostToDevice), "upload"));
+      LL3_RETURN_IF_ERROR(cuda_check(cudaMemcpy(dev + scales_at, scales, static_cast<size_t>(nr * (W.cols / 32) * 2), cudaMemcpyHostToDevice), "upload"));
+      continue;
     }
     LL3_RETURN_IF_ERROR(cuda_check(
         cudaMemcpy(dev + static_cast<size_t>(r0) * row_bytes, src, static_cast<size_t>(nr) * row_bytes, cudaMemcpyHostToDevice),
@@ -312,26 +306,14 @@ Status CudaRunner::sync_blocks(const BatchPlan& plan) {
   return Status();
 }
 
-// y (n, rows) = x (n, cols) . M^T.
+// y (n, rows) = x (n, cols) . M^T, each row of y computed the same way whatever n is.
 Status CudaRunner::matmul(const DevMatrix& M, const float* x, int64_t n, float* y) {
-  const bool half = M.type == DType::F16 || M.type == DType::BF16;
-  const bool gemv = n <= cuda::kMaxGemvBatch || (!half && (n <= kMaxGemvPassRows || wh_ == nullptr ||
-                                                            static_cast<size_t>(M.rows * M.cols) > wh_elems_));
-  if (gemv) {
-    for (int64_t r = 0; r < n; r += cuda::kMaxGemvBatch) {
-      const int b = static_cast<int>(std::min<int64_t>(cuda::kMaxGemvBatch, n - r));
-      LL3_RETURN_IF_ERROR(cuda::gemv(M.type, M.w, M.rows, M.cols, x + r * M.cols, y + r * M.rows, b, stream_));
-    }
-    return Status();
+  if (M.mma) return cuda::matmul_mma(M.type, M.w, M.rows, M.cols, x, n, y, stream_);
+  for (int64_t r = 0; r < n; r += cuda::kMaxGemvBatch) {
+    const int b = static_cast<int>(std::min<int64_t>(cuda::kMaxGemvBatch, n - r));
+    LL3_RETURN_IF_ERROR(cuda::gemv(M.type, M.w, M.rows, M.cols, x + r * M.cols, y + r * M.rows, b, stream_));
   }
-  const bool bf16 = M.type == DType::BF16;
-  const uint16_t* w = static_cast<const uint16_t*>(M.w);
-  if (!half) {
-    LL3_RETURN_IF_ERROR(cuda::dequant_f16(M.type, M.w, M.rows, M.cols, wh_, stream_));
-    w = wh_;
-  }
-  LL3_RETURN_IF_ERROR(cuda::to_half(x, xh_, n * M.cols, bf16, stream_));
-  return cuda::gemm_half(blas_, bf16, w, M.rows, M.cols, xh_, n, y);
+  return Status();
 }
 
 // One layer over the step's T rows (meta_ as forward() laid it out, block tables `width` wide).

@@ -37,6 +37,18 @@ bool gemv_supported(DType type);
 Status gemv(DType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
             cudaStream_t s);
 
+// y (n, rows) = x (n, cols) . W^T on the tensor cores for any n, batch-invariant: each element
+// of y is computed the same way whatever n is and whatever the other rows of x hold (the
+// runner's one product for decode and prompts; matmul_mma.cu says how). x is rounded to F16
+// (BF16 for BF16 weights) as it is read; F32 sums. W is F16, BF16, Q4_K as stored, or Q8_0 in
+// the device layout of q8_0_split; cols a multiple of 64 (256 for Q4_K).
+bool matmul_mma_supported(DType type, int64_t cols);
+Status matmul_mma(DType type, const void* w, int64_t rows, int64_t cols, const float* x, int64_t n, float* y,
+                  cudaStream_t s);
+// Q8_0 rows (34-byte blocks) in the device layout matmul_mma reads: the int8 levels of all
+// n_rows (n_rows, cols), and separately their F16 scales (n_rows, cols / 32). On the host.
+void q8_0_split(const uint8_t* blocks, int64_t n_rows, int64_t cols, uint8_t* levels, uint16_t* scales);
+
 // out (rows, cols) F16 = the weights W (rows, cols) of `type` (F32, BF16, Q8_0, Q4_K), each
 // element dequantized as the GEMV does, then rounded to F16: the prompt GEMM's weights.
 Status dequant_f16(DType type, const void* w, int64_t rows, int64_t cols, uint16_t* out, cudaStream_t s);
