@@ -10,7 +10,7 @@
 #   scripts/gpu-check.sh --prepare   on the development machine, after scripts/build.sh: copies
 #                                    GoogleTest's sources and nlohmann-json's headers, the CUDA
 #                                    binaries of build/ (stripped) and the shared mixed-type model
-#                                    to .gpu-deps/ (git-ignored, about 55 MB)
+#                                    to .gpu-deps/ (git-ignored, about 50 MB)
 #   scripts/gpu-check.sh [TYPES]     on the GPU machine (carry .gpu-deps); TYPES for the runner
 #                                    benchmark (default q4_k,q8_0,bf16,f16)
 #
@@ -27,6 +27,7 @@ if [ "${1:-}" = "--prepare" ]; then
   for f in build/tests/test_cuda build/ll3-cuda-bench build/ll3-cuda-runner-bench build/ll3; do
     [ -x "$f" ] && strip -o "$deps/bin/$(basename "$f")" "$f"
   done
+  tar czf $deps/bin.tgz -C $deps bin && rm -r $deps/bin  # a third of the size: the carry limit is 64 MiB
   shared=${LL3_SHARED:-../shared}
   cp "$shared/models/small-llama32-mixed.gguf" $deps/models/
   python3 -c "import json,sys; sys.stdout.write(json.load(open('$shared/models/golden/small-llama32-mixed/P3.json'))['text'])" \
@@ -49,7 +50,8 @@ stage() {  # stage NAME SECONDS COMMAND...: runs it with a time limit, log in $l
 }
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader || true
 
-bin=$deps/bin
+mkdir -p build-gpu/prepared && tar xzf $deps/bin.tgz -C build-gpu/prepared 2> /dev/null
+bin=build-gpu/prepared/bin
 if ! "$bin/test_cuda" --gtest_list_tests > /dev/null 2>&1; then
   echo "gpu-check: the prepared binaries do not run here; building the kernels-only configuration"
   ldd "$bin/test_cuda" 2>&1 | grep -i "not found"
