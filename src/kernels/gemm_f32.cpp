@@ -25,8 +25,9 @@ GemmF32Fn gemm_f32() {
 }
 
 const GemmF32Lanes* gemm_f32_lanes() {
-  static const GemmF32Lanes lanes = {avx512::pack_x_lanes, avx512::pack_w_lanes, avx512::gemm_f32_lanes,
-                                     avx512::pack_x_pairs, avx512::pack_w_pairs, avx512::gemm_pairs};
+  static const GemmF32Lanes lanes = {avx512::pack_x_lanes, avx512::pack_w_lanes,  avx512::pack_w_f16_panels,
+                                     avx512::gemm_f32_lanes, avx512::pack_x_pairs, avx512::pack_w_pairs,
+                                     avx512::gemm_pairs};
   static const GemmF32Lanes* p = cpu_features().has_avx512_set() ? &lanes : nullptr;
   return p;
 }

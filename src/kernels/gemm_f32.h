@@ -54,6 +54,9 @@ struct GemmF32Lanes {
   // deinterleaved for their pair order (k a multiple of 32; x then deinterleaved too, by
   // kernels::bf16_pairs_deinterleave).
   void (*pack_w)(DType type, const void* w, size_t row_bytes, int64_t rows, int64_t k, float* wp);
+  // pack_w of the rows of 1 or 2 consecutive F16 panels (kernels/panels.h): converted only,
+  // the panels holding each k's 16 rows together as the packs do.
+  void (*pack_w_f16_panels)(const void* panels, int64_t rows, int64_t k, float* wp);
   // y[t * ldy + r] for the packed rows and tokens [0, n).
   void (*gemm)(const float* wp, int64_t rows, const float* xp, int64_t n, int64_t k, float* y, size_t ldy);
   // The BF16 pair order at the rate of `vdpbf16ps`, for x of bf16 values (k a multiple of 32):
@@ -68,6 +71,7 @@ struct GemmF32Lanes {
 namespace avx512 {
 void pack_x_lanes(const float* x, size_t ldx, int64_t n, int64_t k, float* xp);
 void pack_w_lanes(DType type, const void* w, size_t row_bytes, int64_t rows, int64_t k, float* wp);
+void pack_w_f16_panels(const void* panels, int64_t rows, int64_t k, float* wp);
 void gemm_f32_lanes(const float* wp, int64_t rows, const float* xp, int64_t n, int64_t k, float* y, size_t ldy);
 void pack_x_pairs(const float* x, size_t ldx, int64_t n, int64_t k, float* xp);
 void pack_w_pairs(const void* w, size_t row_bytes, int64_t rows, int64_t k, float* wp);

@@ -97,12 +97,36 @@ inline void copy_run(uint8_t* dst, const uint8_t* src, int bytes, bool flip) {
 
 }  // namespace
 
+// F16 panels (panels.h): element k of the 16 rows is 16 consecutive halves.
+namespace {
+void f16_pack(const uint8_t* rows16, uint8_t* out, int64_t cols) {
+  const auto* in = reinterpret_cast<const uint16_t*>(rows16);
+  auto* o = reinterpret_cast<uint16_t*>(out);
+  for (int64_t k0 = 0; k0 < cols; k0 += 16) {  // 16 x 16 tiles: 32-byte runs both ways
+    for (int r = 0; r < R; ++r) {
+      for (int64_t k = k0; k < k0 + 16; ++k) o[k * R + r] = in[r * cols + k];
+    }
+  }
+}
+void f16_unpack(const uint8_t* panel, uint8_t* rows16, size_t row_stride, int64_t cols) {
+  const auto* in = reinterpret_cast<const uint16_t*>(panel);
+  for (int64_t k0 = 0; k0 < cols; k0 += 16) {
+    for (int r = 0; r < R; ++r) {
+      auto* row = reinterpret_cast<uint16_t*>(rows16 + r * row_stride);
+      for (int64_t k = k0; k < k0 + 16; ++k) row[k] = in[k * R + r];
+    }
+  }
+}
+}  // namespace
+
 bool panel_layout_exists(DType t, int64_t rows, int64_t cols) {
+  if (t == DType::F16) return rows > 0 && rows % kPanelRows == 0 && cols > 0 && cols % 16 == 0;
   const Layout* l = layout_of(t);
   return l != nullptr && rows > 0 && rows % kPanelRows == 0 && cols > 0 && cols % l->unit_cols == 0;
 }
 
 void panel_pack(DType t, const uint8_t* rows16, uint8_t* out, int64_t cols) {
+  if (t == DType::F16) return f16_pack(rows16, out, cols);
   const Layout& l = *layout_of(t);
   const int64_t units = cols / l.unit_cols;
   const size_t row_bytes = l.unit_row_bytes * static_cast<size_t>(units);
@@ -136,6 +160,7 @@ void panel_groups_to_rows_scalar(const uint8_t* groups, int g0, int ngroups, uin
 }
 
 void panel_unpack(DType t, const uint8_t* panel, uint8_t* rows16, size_t row_stride, int64_t cols) {
+  if (t == DType::F16) return f16_unpack(panel, rows16, row_stride, cols);
   static const auto groups_to_rows = cpu_features().has_avx512_set() ? avx512::panel_groups_to_rows
                                      : cpu_features().has_avx2_set()  ? avx2::panel_groups_to_rows
                                                                       : nullptr;
@@ -199,6 +224,12 @@ void panel_act(DType weight_type, const void* xq, int64_t n, void* act) {
 }
 
 void panel_unpack_row(DType t, const uint8_t* panel, int r, uint8_t* row, int64_t cols) {
+  if (t == DType::F16) {
+    const auto* in = reinterpret_cast<const uint16_t*>(panel);
+    auto* out = reinterpret_cast<uint16_t*>(row);
+    for (int64_t k = 0; k < cols; ++k) out[k] = in[k * R + r];
+    return;
+  }
   const Layout& l = *layout_of(t);
   for (int64_t u = 0; u < cols / l.unit_cols; ++u) {
     const uint8_t* src = panel + u * R * l.unit_row_bytes;

@@ -22,6 +22,10 @@
 //   Q8_0, two block columns (1088 bytes): d of block 2c at 0, of block 2c+1 at 32, then each
 //     block's 32 qs as 8 groups of 16 dwords (at 64 and 576), stored + 128 as unsigned bytes
 //     (vpdpbusd multiplies unsigned by signed; the kernel subtracts 128 * sum(activation)).
+//   F16 (the float decode, TypeTraits::dot_f32_panels; cols a multiple of 16): element k of
+//     the 16 rows as 16 consecutive halves, k = 0, 1, ...: one stream of 32-byte vectors, each
+//     converted into the 16 rows' lanes, where the row kernels read four rows at four places
+//     (measured at two thirds of the streaming read on Zen 5).
 #pragma once
 
 #include <cstddef>

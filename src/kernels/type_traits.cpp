@@ -169,6 +169,7 @@ Table make_best_table() {
     t[size_t(DType::BF16)].dot_f32 = kernels::avx512::bf16_dot;
     t[size_t(DType::F32)].dot_f32_wrows = kernels::avx512::f32_dot_wrows;
     t[size_t(DType::F16)].dot_f32_wrows = kernels::avx512::f16_dot_wrows;
+    t[size_t(DType::F16)].dot_f32_panels = kernels::avx512::f16_dot_panels;
     t[size_t(DType::BF16)].dot_f32_wrows = kernels::avx512::bf16_dot_wrows;
     t[size_t(DType::F16)].to_float = kernels::avx512::f16_to_float;
     t[size_t(DType::F16)].from_float = kernels::avx512::f16_from_float;

@@ -57,6 +57,10 @@ struct TypeTraits {
   // are unpacked for dot_q_rows).
   void (*dot_q_panel_rows)(const void* panels, int64_t npanels, const void* xq, size_t stride, int64_t nx, int64_t n,
                            float* y, size_t y_stride) = nullptr;
+  // dot_f32 over npanels consecutive 16-row panels (kernels/panels.h), y[16 * npanels], each the
+  // bits dot_f32 gives its row: the float decode of matrices repacked at load. nullptr where
+  // the type has no panel kernel on this CPU (then no matrix of the type is repacked).
+  void (*dot_f32_panels)(const void* panels, int64_t npanels, const float* x, int64_t n, float* y) = nullptr;
   // to_float rounded to bf16 (nearest even) in one pass, for the AMX prompt path; nullptr
   // where there is no such kernel (to_float, then round).
   void (*to_bf16)(const void* src, uint16_t* dst, int64_t n) = nullptr;

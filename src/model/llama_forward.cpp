@@ -33,7 +33,7 @@ LlamaRunner::LlamaRunner(const LlamaModel& model, KvCache& kv, ThreadPool& pool,
   mm_scratch_.max_cols = std::max({c_.dim, c_.ffn_dim, q_dim_});
   wrows_.resize(static_cast<size_t>(pool.size()) * kLaneRowBlock * mm_scratch_.max_cols);
   mm_scratch_.rows = wrows_.data();
-  if (kernels::gemm_f32_lanes() != nullptr && T >= kLaneMinTokens && (!int8_activations || model.has_float_weights())) {
+  if (kernels::gemm_f32_lanes() != nullptr && T > 1 && (!int8_activations || model.has_float_weights())) {
     xlanes_.resize(kernels::lanes_x_floats(T, mm_scratch_.max_cols));
     wlanes_.resize(static_cast<size_t>(pool.size()) * kernels::lanes_w_floats(kLaneRowBlock, mm_scratch_.max_cols));
     mm_scratch_.xlanes = xlanes_.data();

@@ -66,7 +66,8 @@ void LlamaModel::repack_panels() {
   uint8_t* base = copy->unseal();
   if (base == nullptr) return;
   for_each_matrix(*this, [&](WeightMatrix& W) {
-    if (W.traits->dot_q_panels == nullptr || !kernels::panel_layout_exists(W.type, W.rows, W.cols)) return;
+    const bool kernel = W.traits->dot_q_panels != nullptr || W.traits->dot_f32_panels != nullptr;
+    if (!kernel || !kernels::panel_layout_exists(W.type, W.rows, W.cols)) return;
     kernels::panel_pack_matrix(W.type, base + (W.data - origin), W.rows, W.cols);
     W.panels = true;
     ++panel_matrices_;

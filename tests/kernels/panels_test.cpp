@@ -7,9 +7,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "core/cpu_features.h"
+#include "core/half.h"
+#include "kernels/float_kernels.h"
+#include "kernels/gemm_f32.h"
 #include "kernels/panels.h"
 #include "kernels/quant_kernels.h"
 #include "quant_test_rows.h"
@@ -48,7 +52,57 @@ TEST(Panels, LayoutExistsOnlyForWholePanelsAndUnits) {
   EXPECT_TRUE(kernels::panel_layout_exists(DType::Q8_0, 16, 64));
   EXPECT_FALSE(kernels::panel_layout_exists(DType::Q8_0, 16, 96));
   EXPECT_FALSE(kernels::panel_layout_exists(DType::Q4_0, 16, 256));    // no panel format
-  EXPECT_FALSE(kernels::panel_layout_exists(DType::F16, 16, 256));
+  EXPECT_TRUE(kernels::panel_layout_exists(DType::F16, 16, 256));
+  EXPECT_FALSE(kernels::panel_layout_exists(DType::F16, 16, 264));    // not whole groups of 16
+  EXPECT_FALSE(kernels::panel_layout_exists(DType::BF16, 16, 256));   // the pair order has none
+}
+
+// F16 panels: every row back by both unpacks; the float decode over panels gives each row the
+// bits of its row dot (the scalar reference and, where the CPU has it, the AVX-512 kernel);
+// the prompt GEMM's packs made from panels equal those made from the rows.
+TEST(Panels, F16PanelsKeepTheFloatOrder) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t cols = 4096 + 48, npanels = 3, rows = npanels * kPanelRows;
+  std::vector<uint16_t> w(static_cast<size_t>(rows * cols));
+  for (uint16_t& h : w) h = f32_to_f16(0.05f * nd(rng));
+  std::vector<float> x(static_cast<size_t>(cols));
+  for (float& v : x) v = f16_to_f32(f32_to_f16(nd(rng)));  // 8-bit mode rounds F16's inputs
+  const size_t rb = static_cast<size_t>(cols) * 2;
+  std::vector<uint16_t> panels(w.size());
+  const auto* wb = reinterpret_cast<const uint8_t*>(w.data());
+  auto* pb = reinterpret_cast<uint8_t*>(panels.data());
+  for (int64_t p = 0; p < npanels; ++p) kernels::panel_pack(DType::F16, wb + p * kPanelRows * rb, pb + p * kPanelRows * rb, cols);
+  std::vector<uint8_t> row(rb), all(kPanelRows * rb);
+  kernels::panel_unpack(DType::F16, pb + kPanelRows * rb, all.data(), rb, cols);
+  EXPECT_TRUE(std::equal(all.begin(), all.end(), wb + kPanelRows * rb)) << "whole panel";
+  for (int r = 0; r < kPanelRows; ++r) {
+    kernels::panel_unpack_row(DType::F16, pb, r, row.data(), cols);
+    ASSERT_TRUE(std::equal(row.begin(), row.end(), wb + r * rb)) << "row " << r;
+  }
+
+  std::vector<float> want(static_cast<size_t>(rows)), got(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) want[r] = kernels::ref::f16_dot(wb + r * rb, x.data(), cols);
+  kernels::ref::f16_dot_panels(pb, npanels, x.data(), cols, got.data());
+  EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4)) << "reference";
+  if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "no AVX-512 (or LL3_CPU caps it): the F16 panel kernel and packs are AVX-512's";
+  std::fill(got.begin(), got.end(), 0.0f);
+  kernels::avx512::f16_dot_panels(pb, npanels, x.data(), cols, got.data());
+  for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(0, std::memcmp(&want[r], &got[r], 4)) << "AVX-512, row " << r;
+
+  const kernels::GemmF32Lanes* lanes = kernels::gemm_f32_lanes();
+  ASSERT_NE(lanes, nullptr);
+  for (int64_t nr : {16, 32}) {
+    const size_t floats = kernels::lanes_w_floats(nr, cols);
+    std::vector<float> a(floats + 16), b(floats + 16);  // the packs are 64-byte aligned
+    auto aligned = [](std::vector<float>& v) {
+      return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(v.data()) + 63) & ~uintptr_t{63});
+    };
+    float *from_rows = aligned(a), *from_panels = aligned(b);
+    lanes->pack_w(DType::F16, wb, rb, nr, cols, from_rows);
+    lanes->pack_w_f16_panels(pb, nr, cols, from_panels);
+    EXPECT_EQ(0, std::memcmp(from_rows, from_panels, floats * 4)) << nr << " rows";
+  }
 }
 
 TEST(Panels, UnpackGivesBackEveryRow) {

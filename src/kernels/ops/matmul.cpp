@@ -173,7 +173,10 @@ void matmul_bf16(ThreadPool& pool, const Group& g, const float* x, int64_t n, co
 const kernels::GemmF32Lanes* lanes_for(const WeightMatrix& W, int64_t n, bool pairs_in, const MatmulScratch& scratch) {
   static const kernels::GemmF32Lanes* lanes = kernels::gemm_f32_lanes();
   const bool order_ok = W.type != DType::BF16 || pairs_in;
-  return lanes != nullptr && scratch.xlanes != nullptr && n >= kLaneMinTokens && W.rows % kRowBlock == 0 && order_ok
+  // F16 panels are the packs' own order (no transposes), so every product of several rows
+  // past kPanelDecodeMaxTokens takes this GEMM; rows would have to be unpacked for the dot form.
+  const bool panels = W.panels && W.type == DType::F16 && n > kPanelDecodeMaxTokens;
+  return lanes != nullptr && scratch.xlanes != nullptr && (n >= kLaneMinTokens || panels) && W.rows % kRowBlock == 0 && order_ok
              ? lanes
              : nullptr;
 }
@@ -215,6 +218,11 @@ void matmul_f32_lanes(ThreadPool& pool, const kernels::GemmF32Lanes& lanes, bool
     float* wp = scratch.wlanes + static_cast<size_t>(thread) * kernels::lanes_w_floats(kLaneRowBlock, scratch.max_cols);
     for (int64_t b = begin; b < end; ++b) {
       const int64_t r0 = b * kLaneRowBlock, nr = std::min<int64_t>(kLaneRowBlock, rows - r0);
+      if (W.panels && W.type == DType::F16) {  // the panels are the packs' order already
+        lanes.pack_w_f16_panels(W.row(r0), nr, cols, wp);
+        lanes.gemm(wp, nr, scratch.xlanes, n, cols, y + r0, static_cast<size_t>(rows));
+        continue;
+      }
       const uint8_t* src = W.rows_in(r0, nr, thread_wbuf(scratch, thread));
       if (pairs) {
         lanes.pack_w_pairs(src, W.row_bytes, nr, cols, wp);
@@ -240,7 +248,8 @@ void matmul_f32(ThreadPool& pool, const WeightMatrix& W, const float* x, int64_t
   const TypeTraits& tr = *W.traits;
   const int64_t rows = W.rows, cols = W.cols;
   const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
-  if (n == 1) {
+  const bool panels = W.panels && tr.dot_f32_panels != nullptr;
+  if (n == 1 || (panels && n <= kPanelDecodeMaxTokens)) {
     // F32 / F16 / BF16 rows multiply in place; quantized ones (--float-act) are dequantized and
     // multiplied as F32, so that both give exactly what the GEMM below gives (every product in
     // the order of kernels/float_dot_order.h).
@@ -251,6 +260,10 @@ void matmul_f32(ThreadPool& pool, const WeightMatrix& W, const float* x, int64_t
       float* wrow = scratch.rows + static_cast<size_t>(thread) * kRowBlock * scratch.max_cols;
       for (int64_t b = begin; b < end; ++b) {
         const int64_t r0 = b * kRowBlock, nr = std::min(kRowBlock, rows - r0);
+        if (panels) {  // a block is one panel: read from memory for the first row of x, from L2 after
+          for (int64_t t = 0; t < n; ++t) tr.dot_f32_panels(W.row(r0), 1, x + t * ldx, cols, y + t * rows + r0);
+          continue;
+        }
         const uint8_t* w = W.rows_in(r0, nr, thread_wbuf(scratch, thread));
         if (in_place && tr.dot_f32_wrows != nullptr) {
           tr.dot_f32_wrows(w, W.row_bytes, nr, x, cols, y + r0);

@@ -31,6 +31,13 @@ float f16_dot(const void* row, const float* x, int64_t n) {
   return float_dot_ref([w](int64_t i) { return f16_to_f32(w[i]); }, x, n);
 }
 
+void f16_dot_panels(const void* panels, int64_t npanels, const float* x, int64_t n, float* y) {
+  for (int64_t p = 0; p < npanels; ++p) {
+    const uint16_t* w = static_cast<const uint16_t*>(panels) + p * 16 * n;
+    for (int r = 0; r < 16; ++r) y[16 * p + r] = float_dot_ref([w, r](int64_t i) { return f16_to_f32(w[i * 16 + r]); }, x, n);
+  }
+}
+
 void bf16_to_float(const void* src, float* dst, int64_t n) {
   const uint16_t* s = static_cast<const uint16_t*>(src);
   for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
