@@ -72,6 +72,9 @@ void panel_groups_to_rows(const uint8_t* groups, int ngroups, uint8_t* rows, siz
                           int gap = 0);
 }  // namespace avx2
 namespace avx512 {
+// A 16 x 16 tile of halves transposed, bit for bit: element j of src row i (src_stride halves
+// apart) to element i of dst row j. F16 panels are packed and unpacked with it.
+void f16_transpose16(const uint16_t* src, size_t src_stride, uint16_t* dst, size_t dst_stride);
 // ngroups groups of 16 dwords (64 bytes each, consecutive) to 16 rows: dword g of row r to
 // rows + r * row_stride + 4 g; flip: xor 0x80 into every byte; gap: with ngroups == 16, bytes
 // skipped in the row between the first 8 groups and the last 8 (Q8_0's two blocks).

@@ -66,4 +66,13 @@ void panel_groups_to_rows(const uint8_t* groups, int ngroups, uint8_t* rows, siz
   panel_groups_to_rows_scalar(groups, g, ngroups, rows, row_stride, flip, gap);  // fewer than 8 left
 }
 
+void f16_transpose16(const uint16_t* src, size_t src_stride, uint16_t* dst, size_t dst_stride) {
+  // The halves widened to dwords, so the dword transpose moves them: every bit kept (no float
+  // conversion, which would quiet a signalling NaN).
+  __m512i a[16];
+  for (int i = 0; i < 16; ++i) a[i] = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i * src_stride)));
+  transpose16(a);
+  for (int i = 0; i < 16; ++i) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i * dst_stride), _mm512_cvtepi32_epi16(a[i]));
+}
+
 }  // namespace ll3::kernels::avx512
