@@ -18,11 +18,14 @@ constexpr int64_t kRowBlock = 16;
 // transposes) costs more than the broadcast form saves.
 constexpr int64_t kLaneRowBlock = 32;
 constexpr int64_t kLaneMinTokens = 24;
-// Products of F16 panels (kernels/panels.h) of up to this many rows run the decode kernel once
-// per row, block by block: a panel comes from memory once and from L2 for the other rows, which
-// beats the lane-major GEMM's packing and 12-token tiles (1B preset, 2 threads, Zen 5, t/s:
-// pp2 12.3 -> 32.8, pp4 17.8 -> 47.6, pp8 38 -> 60, pp16 51 -> 65; at 24 and 32 the two meet).
-constexpr int64_t kPanelDecodeMaxTokens = 16;
+// Float products of up to this many rows of x run the decode kernels once per row, block by
+// block: a block of weights comes from memory once and from L2 for the other rows, which beats
+// the GEMMs' packing and tiles. F16 panels (kernels/panels.h), against the lane-major GEMM (1B
+// preset, 2 threads, Zen 5, t/s): pp2 12.3 -> 32.8, pp4 17.8 -> 47.6, pp8 38 -> 60, pp16 51 ->
+// 65; at 24 and 32 the two meet. The four-row kernels of BF16 (and of F16 in the row layout)
+// against the dot-form GEMM: pp2 12-14 -> 26-28, pp4 17-21 -> 34-41, but pp8 -5% and pp16 -18%.
+constexpr int64_t kShortPanelProductRows = 16;
+constexpr int64_t kShortRowProductRows = 4;
 
 // Floats between the rows the float path writes for its GEMM (MatmulScratch::xr, and the
 // dequantized weight rows of a block): cols padded by a cache line, so that rows of a 4 KB

@@ -168,14 +168,23 @@ void matmul_bf16(ThreadPool& pool, const Group& g, const float* x, int64_t n, co
   });
 }
 
+// A float product of a few rows of x that runs the decode kernels once per row (matmul_f32):
+// F16 panels, and F32 / F16 / BF16 rows with a several-row kernel.
+bool short_float_product(const WeightMatrix& W, int64_t n) {
+  const TypeTraits& tr = *W.traits;
+  if (W.panels && tr.dot_f32_panels != nullptr) return n > 1 && n <= kShortPanelProductRows;
+  const bool in_place = W.type == DType::F32 || W.type == DType::F16 || W.type == DType::BF16;
+  return in_place && tr.dot_f32_wrows != nullptr && n > 1 && n <= kShortRowProductRows;
+}
+
 // The float GEMM in broadcast form (kernels/gemm_f32.h), for products of at least
 // kLaneMinTokens rows where the CPU has it. Rows: a multiple of 16.
 const kernels::GemmF32Lanes* lanes_for(const WeightMatrix& W, int64_t n, bool pairs_in, const MatmulScratch& scratch) {
   static const kernels::GemmF32Lanes* lanes = kernels::gemm_f32_lanes();
   const bool order_ok = W.type != DType::BF16 || pairs_in;
   // F16 panels are the packs' own order (no transposes), so every product of several rows
-  // past kPanelDecodeMaxTokens takes this GEMM; rows would have to be unpacked for the dot form.
-  const bool panels = W.panels && W.type == DType::F16 && n > kPanelDecodeMaxTokens;
+  // past the short ones takes this GEMM; rows would have to be unpacked for the dot form.
+  const bool panels = W.panels && W.type == DType::F16 && n > kShortPanelProductRows;
   return lanes != nullptr && scratch.xlanes != nullptr && (n >= kLaneMinTokens || panels) && W.rows % kRowBlock == 0 && order_ok
              ? lanes
              : nullptr;
@@ -185,7 +194,7 @@ const kernels::GemmF32Lanes* lanes_for(const WeightMatrix& W, int64_t n, bool pa
 // take as the 16-lane order of deinterleaved rows and inputs: for products of several rows
 // whose columns are a multiple of 32 (else one dot_f32 per output).
 bool bf16_pairs_input(const WeightMatrix& W, int64_t n, const MatmulScratch& scratch) {
-  return W.type == DType::BF16 && n > 1 && W.cols % 32 == 0 && scratch.xr != nullptr;
+  return W.type == DType::BF16 && n > 1 && W.cols % 32 == 0 && scratch.xr != nullptr && !short_float_product(W, n);
 }
 
 // In 8-bit mode the input of a BF16 product holds bf16 values, so the lane-major GEMM can run
@@ -249,24 +258,25 @@ void matmul_f32(ThreadPool& pool, const WeightMatrix& W, const float* x, int64_t
   const int64_t rows = W.rows, cols = W.cols;
   const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
   const bool panels = W.panels && tr.dot_f32_panels != nullptr;
-  if (n == 1 || (panels && n <= kPanelDecodeMaxTokens)) {
+  const bool in_place = W.type == DType::F32 || W.type == DType::F16 || W.type == DType::BF16;
+  if (n == 1 || (short_float_product(W, n) && !pairs_in)) {
     // F32 / F16 / BF16 rows multiply in place; quantized ones (--float-act) are dequantized and
     // multiplied as F32, so that both give exactly what the GEMM below gives (every product in
-    // the order of kernels/float_dot_order.h).
+    // the order of kernels/float_dot_order.h). A few rows of x run the decode kernels once per
+    // row, block by block: the block comes from memory for the first and from L2 after.
     static const TypeTraits* f32 = type_traits(DType::F32);
-    const bool in_place = W.type == DType::F32 || W.type == DType::F16 || W.type == DType::BF16;
     const int64_t chunk = std::max<int64_t>(1, row_chunk(pool, rows) / kRowBlock);
     pool.parallel_for_stealing(blocks, chunk, [&](int64_t begin, int64_t end, int thread) {
       float* wrow = scratch.rows + static_cast<size_t>(thread) * kRowBlock * scratch.max_cols;
       for (int64_t b = begin; b < end; ++b) {
         const int64_t r0 = b * kRowBlock, nr = std::min(kRowBlock, rows - r0);
-        if (panels) {  // a block is one panel: read from memory for the first row of x, from L2 after
+        if (panels) {  // a block is one panel
           for (int64_t t = 0; t < n; ++t) tr.dot_f32_panels(W.row(r0), 1, x + t * ldx, cols, y + t * rows + r0);
           continue;
         }
         const uint8_t* w = W.rows_in(r0, nr, thread_wbuf(scratch, thread));
         if (in_place && tr.dot_f32_wrows != nullptr) {
-          tr.dot_f32_wrows(w, W.row_bytes, nr, x, cols, y + r0);
+          for (int64_t t = 0; t < n; ++t) tr.dot_f32_wrows(w, W.row_bytes, nr, x + t * ldx, cols, y + t * rows + r0);
           continue;
         }
         for (int64_t r = 0; r < nr; ++r) {
