@@ -7,6 +7,13 @@
 
 #include <cstdint>
 
+// The helpers below are also compiled into the CUDA kernels (kernels/cuda), from this header.
+#if defined(__CUDACC__)
+#define LL3_HOST_DEVICE __host__ __device__
+#else
+#define LL3_HOST_DEVICE
+#endif
+
 namespace ll3::quant {
 
 constexpr int kQK = 32;    // weights per legacy block
@@ -117,7 +124,7 @@ struct BlockQ8_K {
 static_assert(sizeof(BlockQ8_K) == 4 + 256 + 32);
 
 // The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K block.
-inline void k4_scale_min(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
+LL3_HOST_DEVICE inline void k4_scale_min(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
   if (j < 4) {
     *sc = q[j] & 63;
     *m = q[j + 4] & 63;

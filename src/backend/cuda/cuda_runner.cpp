@@ -249,27 +249,27 @@ Status CudaRunner::upload_matrix(const WeightMatrix& W, DevMatrix* d) {
   uint8_t* dev = nullptr;
   LL3_RETURN_IF_ERROR(mem_.device(&dev, row_bytes * static_cast<size_t>(W.rows), W.name.c_str()));
   d->w = dev;
-  // In chunks of whole panels, through host memory: rows unpacked from the decode panels, or
-  // dequantized to F16.
+  // In chunks of whole panels, through host memory: rows unpacked from the decode panels, then
+  // dequantized to F16 or (Q8_0) split into levels and scales.
   constexpr int64_t kChunk = 256;
-  std::vector<uint8_t> unpacked(W.row_bytes * kChunk), half(as_stored && !split ? 0 : row_bytes * kChunk);
+  std::vector<uint8_t> unpacked(W.row_bytes * kChunk), staged(as_stored && !split ? 0 : row_bytes * kChunk);
   std::vector<float> f(as_stored ? 0 : static_cast<size_t>(W.cols));
   for (int64_t r0 = 0; r0 < W.rows; r0 += kChunk) {
     const int64_t nr = std::min(kChunk, W.rows - r0);
     const uint8_t* src = W.rows_in(r0, nr, unpacked.data());
     if (!as_stored) {
-      auto* h = reinterpret_cast<uint16_t*>(half.data());
+      auto* h = reinterpret_cast<uint16_t*>(staged.data());
       for (int64_t r = 0; r < nr; ++r) {
         W.traits->to_float(src + r * W.row_bytes, f.data(), W.cols);
         for (int64_t c = 0; c < W.cols; ++c) h[r * W.cols + c] = f32_to_f16(f[static_cast<size_t>(c)]);
       }
-      src = half.data();
+      src = staged.data();
     }
     if (split) {
-      auto* scales = reinterpret_cast<uint16_t*>(half.data() + nr * W.cols);
-      cuda::q8_0_split(src, nr, W.cols, half.data(), scales);
+      auto* scales = reinterpret_cast<uint16_t*>(staged.data() + nr * W.cols);
+      cuda::q8_0_split(src, nr, W.cols, staged.data(), scales);
       const size_t levels_at = static_cast<size_t>(r0 * W.cols), scales_at = static_cast<size_t>(W.rows * W.cols + r0 * (W.cols / 32) * 2);
-      LL3_RETURN_IF_ERROR(cuda_check(cudaMemcpy(dev + levels_at, half.data(), static_cast<size_t>(nr * W.cols), cudaMemcpyHostToDevice), "upload"));
+      LL3_RETURN_IF_ERROR(cuda_check(cudaMemcpy(dev + levels_at, staged.data(), static_cast<size_t>(nr * W.cols), cudaMemcpyHostToDevice), "upload"));
       LL3_RETURN_IF_ERROR(cuda_check(cudaMemcpy(dev + scales_at, scales, static_cast<size_t>(nr * (W.cols / 32) * 2), cudaMemcpyHostToDevice), "upload"));
       continue;
     }

@@ -31,7 +31,8 @@ Status rope(float* x, const int32_t* pos, int64_t rows, int n_heads, int head_di
 Status swiglu(float* gate, const float* up, int64_t n, cudaStream_t s);
 
 // y (batch, rows) = x (batch, cols) . W^T for W (rows, cols) stored as `type` (F32, F16, BF16,
-// Q8_0, Q4_K), dequantized in the kernel: the decode path (batch 1..8).
+// Q8_0, Q4_K), dequantized in the kernel, F32 activations, each row computed alone: the runner's
+// product for F32 weights and widths matmul_mma does not take (batch 1..8 per call).
 inline constexpr int kMaxGemvBatch = 8;
 bool gemv_supported(DType type);
 Status gemv(DType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
@@ -49,16 +50,13 @@ Status matmul_mma(DType type, const void* w, int64_t rows, int64_t cols, const f
 // n_rows (n_rows, cols), and separately their F16 scales (n_rows, cols / 32). On the host.
 void q8_0_split(const uint8_t* blocks, int64_t n_rows, int64_t cols, uint8_t* levels, uint16_t* scales);
 
-// out (rows, cols) F16 = the weights W (rows, cols) of `type` (F32, BF16, Q8_0, Q4_K), each
-// element dequantized as the GEMV does, then rounded to F16: the prompt GEMM's weights.
-Status dequant_f16(DType type, const void* w, int64_t rows, int64_t cols, uint16_t* out, cudaStream_t s);
-
 // cuBLAS on one stream, with a workspace allocated once (nothing is allocated per call).
 struct Blas;
 Result<Blas*> blas_create(cudaStream_t s);
 void blas_destroy(Blas* b);
 // y (n, rows) F32 = x (n, cols) . W^T for W (rows, cols), both F16 (or both BF16), on the
-// tensor cores with F32 accumulation: the prompt path (more rows than kMaxGemvBatch).
+// tensor cores with F32 accumulation: the vendor's GEMM, which ll3-cuda-bench sets beside
+// matmul_mma (the runner does not use it: its kernel choice depends on the shape).
 Status gemm_half(Blas* b, bool bf16, const uint16_t* w, int64_t rows, int64_t cols, const uint16_t* x, int64_t n,
                  float* y);
 

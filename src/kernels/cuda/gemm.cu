@@ -1,5 +1,5 @@
-// The prompt GEMM on the tensor cores through cuBLAS: F16 or BF16 weights as stored (or
-// dequantized to F16), activations converted to the same type, F32 accumulation and output.
+// cuBLAS's GEMM on the tensor cores, F16 or BF16 operands, F32 accumulation and output: the
+// yardstick ll3-cuda-bench sets beside matmul_mma (which the runner uses for every product).
 //
 // cuBLAS is opened with dlopen when the first handle is made, not linked: linked, its two
 // libraries cost every ll3 process 0.15 s and 215 MB of memory at start-up (`ll3 --version`:

@@ -65,15 +65,4 @@ Status gemv(DType type, const void* w, int64_t rows, int64_t cols, const float* 
   }
 }
 
-Status dequant_f16(DType type, const void* w, int64_t rows, int64_t cols, uint16_t* out, cudaStream_t s) {
-  switch (type) {
-    case DType::F32: return launch_dequant_f16<F32Chunks>(w, static_cast<size_t>(cols) * 4, rows, cols, out, s);
-    case DType::BF16: return launch_dequant_f16<Half16Chunks<true>>(w, static_cast<size_t>(cols) * 2, rows, cols, out, s);
-    case DType::Q8_0: return dequant_f16_q8_0(w, rows, cols, out, s);
-    case DType::Q4_K: return dequant_f16_q4_k(w, rows, cols, out, s);
-    default:
-      return Status::errorf("cuda dequant: weight type %s has no CUDA kernel", std::string(dtype_name(type)).c_str());
-  }
-}
-
 }  // namespace ll3::cuda

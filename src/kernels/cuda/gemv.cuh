@@ -68,35 +68,8 @@ Status launch_gemv(const void* w, size_t row_bytes, int64_t rows, int64_t cols, 
   return launch_status("gemv");
 }
 
-// The same chunks written out as F16 (row-major, cols per row): the weights of a prompt's GEMM
-// on the tensor cores. Each thread dequantizes one chunk of 32.
-template <class D>
-__global__ void dequant_f16_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows, int64_t cols,
-                                   __half* __restrict__ out) {
-  const int64_t chunks = cols / 32;
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= rows * chunks) return;
-  const int64_t row = i / chunks, c = i % chunks;
-  float v[32];
-  D::load(w + row * row_bytes, c, v);
-  __half* o = out + row * cols + c * 32;
-#pragma unroll
-  for (int j = 0; j < 32; ++j) o[j] = __float2half_rn(v[j]);
-}
-
-template <class D>
-Status launch_dequant_f16(const void* w, size_t row_bytes, int64_t rows, int64_t cols, uint16_t* out, cudaStream_t s) {
-  if (cols % 32 != 0) return Status::errorf("cuda dequant: %lld columns are not a multiple of 32", static_cast<long long>(cols));
-  if (rows <= 0) return Status();
-  dequant_f16_kernel<D><<<blocks_for(rows * (cols / 32), 128), 128, 0, s>>>(static_cast<const uint8_t*>(w), row_bytes, rows,
-                                                                          cols, reinterpret_cast<__half*>(out));
-  return launch_status("dequant_f16");
-}
-
 // The quantized types, one file each.
 Status gemv_q8_0(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch, cudaStream_t s);
 Status gemv_q4_k(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch, cudaStream_t s);
-Status dequant_f16_q8_0(const void* w, int64_t rows, int64_t cols, uint16_t* out, cudaStream_t s);
-Status dequant_f16_q4_k(const void* w, int64_t rows, int64_t cols, uint16_t* out, cudaStream_t s);
 
 }  // namespace ll3::cuda

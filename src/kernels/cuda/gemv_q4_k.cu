@@ -2,12 +2,13 @@
 // scales and mins, 128 bytes of 4-bit quants); a lane chunk is one sub-block of 32, dequantized
 // as the CPU reference does: (d * scale) * q - dmin * min.
 #include "kernels/cuda/gemv.cuh"
+#include "kernels/quant_blocks.h"
 
 namespace ll3::cuda {
 
 namespace {
 
-constexpr int kQ4KBytes = 144;
+constexpr int kQ4KBytes = sizeof(quant::BlockQ4_K);
 
 struct Q4_KChunks {
   __device__ static void load(const uint8_t* row, int64_t c, float* v) {
@@ -15,15 +16,8 @@ struct Q4_KChunks {
     const int j = static_cast<int>(c % 8);  // sub-block
     const float d = f16_to_f32(static_cast<uint16_t>(b[0] | (b[1] << 8)));
     const float dmin = f16_to_f32(static_cast<uint16_t>(b[2] | (b[3] << 8)));
-    const uint8_t* sc = b + 4;
-    int s, m;
-    if (j < 4) {
-      s = sc[j] & 63;
-      m = sc[j + 4] & 63;
-    } else {
-      s = (sc[j + 4] & 0xF) | ((sc[j - 4] >> 6) << 4);
-      m = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
-    }
+    uint8_t s, m;
+    quant::k4_scale_min(j, b + 4, &s, &m);
     const float d1 = __fmul_rn(d, static_cast<float>(s)), m1 = __fmul_rn(dmin, static_cast<float>(m));
     // Sub-blocks 2p and 2p + 1 share 32 bytes: low nibbles, then high.
     const uint4* q = reinterpret_cast<const uint4*>(b + 16 + 32 * (j / 2));
@@ -49,11 +43,6 @@ struct Q4_KChunks {
 Status gemv_q4_k(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch, cudaStream_t s) {
   if (cols % 256 != 0) return Status::errorf("cuda gemv: Q4_K rows of %lld are not whole super-blocks", static_cast<long long>(cols));
   return launch_gemv<Q4_KChunks>(w, static_cast<size_t>(cols / 256) * kQ4KBytes, rows, cols, x, y, batch, s);
-}
-
-Status dequant_f16_q4_k(const void* w, int64_t rows, int64_t cols, uint16_t* out, cudaStream_t s) {
-  if (cols % 256 != 0) return Status::errorf("cuda dequant: Q4_K rows of %lld are not whole super-blocks", static_cast<long long>(cols));
-  return launch_dequant_f16<Q4_KChunks>(w, static_cast<size_t>(cols / 256) * kQ4KBytes, rows, cols, out, s);
 }
 
 }  // namespace ll3::cuda

@@ -1,12 +1,13 @@
 // GEMV over Q8_0 weights: blocks of 32 (an F16 scale, 32 int8), one block per lane chunk,
 // dequantized as the CPU reference does (q * d, one rounding).
 #include "kernels/cuda/gemv.cuh"
+#include "kernels/quant_blocks.h"
 
 namespace ll3::cuda {
 
 namespace {
 
-constexpr int kQ8Bytes = 34;
+constexpr int kQ8Bytes = sizeof(quant::BlockQ8_0);
 
 struct Q8_0Chunks {
   __device__ static void load(const uint8_t* row, int64_t c, float* v) {
@@ -27,10 +28,6 @@ struct Q8_0Chunks {
 
 Status gemv_q8_0(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch, cudaStream_t s) {
   return launch_gemv<Q8_0Chunks>(w, static_cast<size_t>(cols / 32) * kQ8Bytes, rows, cols, x, y, batch, s);
-}
-
-Status dequant_f16_q8_0(const void* w, int64_t rows, int64_t cols, uint16_t* out, cudaStream_t s) {
-  return launch_dequant_f16<Q8_0Chunks>(w, static_cast<size_t>(cols / 32) * kQ8Bytes, rows, cols, out, s);
 }
 
 }  // namespace ll3::cuda

@@ -11,7 +11,7 @@
 // block, summed in warp order. Neither n nor the other rows of x change a bit of it.
 //
 // Layout of the work: a warp owns 16 weight rows and a slab of up to 64 tokens (8 MMA tiles of
-// 8); K is split over kSplit warps of a block, chosen from the matrix shape alone. Weights are
+// 8); K is split over the warps of a block (split_for: from the matrix shape alone). Weights are
 // read straight from global memory into MMA A fragments, each thread taking 8 consecutive K of
 // a row per 32-chunk (a 16-byte load for F16); the K order inside an MMA is permuted to match,
 // in A and B alike, which leaves each dot product unchanged. Activations are F32 in memory and
@@ -21,19 +21,19 @@
 // where sum(x) comes from one more MMA with an all-ones A.
 #include <cuda_bf16.h>
 
-#include <algorithm>
 #include <cstring>
 #include <string>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/quant_blocks.h"
 
 namespace ll3::cuda {
 
 namespace {
 
 constexpr int kTileTokens = 8, kMaxTiles = 8, kSlabTokens = kTileTokens * kMaxTiles;
-constexpr int kQ4KBytes = 144;
+constexpr int kQ4KBytes = sizeof(quant::BlockQ4_K), kQ8Bytes = sizeof(quant::BlockQ8_0);
 
 // D += A . B for one m16n8k16 tile, F32 accumulators.
 template <bool kBf16>
@@ -128,15 +128,8 @@ struct Q4KW {
     const float d = f16_to_f32(static_cast<uint16_t>(head.x & 0xFFFF)), dmin = f16_to_f32(static_cast<uint16_t>(head.x >> 16));
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
-      const int j = 2 * p + c;
-      int sv, mv;
-      if (j < 4) {
-        sv = sc[j] & 63;
-        mv = sc[j + 4] & 63;
-      } else {
-        sv = (sc[j + 4] & 0xF) | ((sc[j - 4] >> 6) << 4);
-        mv = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
-      }
+      uint8_t sv, mv;
+      quant::k4_scale_min(2 * p + c, sc, &sv, &mv);
       f.scale[c][r] = __fmul_rn(d, static_cast<float>(sv));
       f.min[c][r] = __fmul_rn(dmin, static_cast<float>(mv));
       const uint32_t lo = ((c == 0 ? v.x : v.x >> 4) & 0x0F0F0F0Fu), hi = ((c == 0 ? v.y : v.y >> 4) & 0x0F0F0F0Fu);
@@ -146,8 +139,8 @@ struct Q4KW {
   }
 };
 
-// Block: kSplit warps on the same 16 rows and token slab, warp w taking steps
-// [steps w / kSplit, steps (w + 1) / kSplit). blockIdx.x = row group * slabs + slab, so that the
+// Block: `split` warps on the same 16 rows and token slab, warp w taking steps
+// [steps w / split, steps (w + 1) / split). blockIdx.x = row group * slabs + slab, so that the
 // blocks re-reading one row group's weights for other slabs run together (the L2 serves them).
 template <class W, bool kBf16, int kTiles>
 __global__ void matmul_mma_kernel(const uint8_t* __restrict__ w, int64_t rows, int64_t cols, const float* __restrict__ x,
@@ -310,7 +303,7 @@ void q8_0_split(const uint8_t* blocks, int64_t n_rows, int64_t cols, uint8_t* le
   const int64_t nb = cols / 32;
   for (int64_t r = 0; r < n_rows; ++r) {
     for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* blk = blocks + (r * nb + b) * 34;
+      const uint8_t* blk = blocks + (r * nb + b) * kQ8Bytes;
       std::memcpy(&scales[r * nb + b], blk, 2);
       std::memcpy(levels + r * cols + b * 32, blk + 2, 32);
     }
