@@ -138,15 +138,16 @@ void gemv_float_wrows(benchmark::State& state, DType t) {
 
 // The streaming read `ll3 bench --roofline` measures (kernels/stream_read.h) over range(0) MiB:
 // beside the DRAM-sized shapes above (Args {2048, 65536}), the share of the read a kernel reaches.
-void stream(benchmark::State& state, bool prefetch) {
+void stream(benchmark::State& state, size_t ahead) {
   const size_t bytes = static_cast<size_t>(state.range(0)) << 20;
   ll3::AlignedVector<uint8_t> buf(bytes);  // stream_read's loads are aligned
   for (size_t i = 0; i < bytes; i += 64) buf[i] = static_cast<uint8_t>(i >> 6);
-  for (auto _ : state) benchmark::DoNotOptimize(ll3::kernels::stream_read(buf.data(), bytes, prefetch));
+  for (auto _ : state) benchmark::DoNotOptimize(ll3::kernels::stream_read(buf.data(), bytes, ahead));
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
 }
-BENCHMARK_CAPTURE(stream, prefetch, true)->Arg(128)->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(stream, plain, false)->Arg(128)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(stream, prefetch, size_t{1024})->Arg(128)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(stream, prefetch_far, size_t{16384})->Arg(128)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(stream, plain, size_t{0})->Arg(128)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(gemv_float_wrows, F16, DType::F16)->Args({2048, 32768})->Args({2048, 128})->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(gemv_float_wrows, BF16, DType::BF16)->Args({2048, 32768})->Args({2048, 128})->Unit(benchmark::kMicrosecond);
 

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -63,9 +64,9 @@ struct BandwidthReads {
   }
 };
 
-// Read bandwidth of a 1 GiB buffer (far larger than any cache) in two patterns, each with and
-// without software prefetch (kernels/stream_read.h): every thread streams its own contiguous
-// slice, or the threads take 1 MiB stripes in turn.
+// Read bandwidth of a 1 GiB buffer (far larger than any cache) in two patterns, each without
+// software prefetch and with it at each distance of kernels::kStreamReadAheads: every thread
+// streams its own contiguous slice, or the threads take 1 MiB stripes in turn.
 class BandwidthProbe {
  public:
   explicit BandwidthProbe(int threads) : pool_(threads) {
@@ -84,7 +85,7 @@ class BandwidthProbe {
   BandwidthProbe(const BandwidthProbe&) = delete;
   BandwidthProbe& operator=(const BandwidthProbe&) = delete;
 
-  // `passes` reads of each pattern and prefetch.
+  // `passes` reads of each pattern and prefetch distance.
   BandwidthReads measure(int passes) {
     BandwidthReads r;
     if (mem_ == nullptr) return r;
@@ -94,18 +95,18 @@ class BandwidthProbe {
     const int64_t nt = pool_.size();
     constexpr size_t kStripe = size_t{1} << 20;
     for (int pass = 0; pass < passes; ++pass) {
-      for (int pattern = 0; pattern < 4; ++pattern) {
-        const bool prefetch = pattern % 2 == 0;
+      for (int pattern = 0; pattern < 2 * kAheads; ++pattern) {
+        const size_t ahead = kernels::kStreamReadAheads[pattern % kAheads];
         const double t0 = now_seconds();
-        if (pattern < 2) {
+        if (pattern < kAheads) {
           pool_.parallel_for(static_cast<int64_t>(kBytes / 256), [&](int64_t b, int64_t e, int) {
-            sink = sink + kernels::stream_read(buf + b * 256, static_cast<size_t>(e - b) * 256, prefetch);
+            sink = sink + kernels::stream_read(buf + b * 256, static_cast<size_t>(e - b) * 256, ahead);
           });
         } else {
           pool_.parallel_for(nt, [&](int64_t b, int64_t e, int) {
             for (int64_t t = b; t < e; ++t) {
               for (size_t off = static_cast<size_t>(t) * kStripe; off < kBytes; off += static_cast<size_t>(nt) * kStripe) {
-                sink = sink + kernels::stream_read(buf + off, kStripe, prefetch);
+                sink = sink + kernels::stream_read(buf + off, kStripe, ahead);
               }
             }
           });
@@ -122,6 +123,7 @@ class BandwidthProbe {
 
  private:
   static constexpr size_t kBytes = size_t{1} << 30;
+  static constexpr int kAheads = static_cast<int>(std::size(kernels::kStreamReadAheads));
   ThreadPool pool_;
   void* mem_ = nullptr;
 };

@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -72,6 +73,19 @@ CpuFeatures detect() {
   f.light_panel_prefetch = !f.amd;
   if (const char* pf = std::getenv("LL3_PREFETCH"); pf != nullptr && (*pf == '0' || *pf == '1')) {
     f.panel_prefetch = f.light_panel_prefetch = *pf == '1';
+  }
+  if (f.amd && f.family >= 0x1A) {
+    f.panel_prefetch_far = 12288;
+    f.panel_prefetch_near = 0;
+    f.panel_prefetch_far_l1 = true;
+  }
+  if (const char* at = std::getenv("LL3_PREFETCH_AT"); at != nullptr) {
+    int far = 0, near = 0, l1 = 0;
+    if (std::sscanf(at, "%d,%d,%d", &far, &near, &l1) == 3 && far > 0 && near >= 0 && far <= 65536 && near <= 65536) {
+      f.panel_prefetch_far = far;
+      f.panel_prefetch_near = near;
+      f.panel_prefetch_far_l1 = l1 != 0;
+    }
   }
   return f;
 }

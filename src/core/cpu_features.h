@@ -37,6 +37,21 @@ struct CpuFeatures {
   // AMD's hardware prefetchers keep up alone: off on AMD (Zen 5, 1B Q8_0: 42.2 -> 46.9 t/s
   // without). LL3_PREFETCH=0|1 sets both flags (comparisons).
   bool light_panel_prefetch = true;
+  // Where those prefetches go: `panel_prefetch_far` bytes ahead (into L1 with
+  // `panel_prefetch_far_l1`, else into L2) and `panel_prefetch_near` bytes ahead into L1 (0:
+  // none).
+  // - Intel (Sapphire Rapids): 4 KB into L2, 2 KB into L1 (a prefetch into L1 holds one of the
+  //   core's few line-fill buffers until its line arrives from DRAM; one into L2 does not).
+  // - Zen 5: one prefetch, 12 KB ahead into L1. Under a shared host's load 4 KB ahead is about
+  //   one DRAM latency of this stream, too short to hide it (one core, Q4_K / Q6_K panels from
+  //   DRAM: +30% at 12 KB). A second, near prefetch made the AVX-512 Q4_K kernel, which issues
+  //   a line's prefetches every few instructions, stall on them (perf: half its samples on
+  //   prefetcht0): 1B Q4_K_M, 2 threads, alternated rounds, t/s: 4 KB / 2 KB 58-64, 12 KB /
+  //   4 KB 66-72, 12 KB alone 70-75 (AVX2 kernels 65-77 beside it).
+  // LL3_PREFETCH_AT=FAR,NEAR,FAR_L1 (bytes, bytes, 0|1) sets them (comparisons).
+  int panel_prefetch_far = 4096;
+  int panel_prefetch_near = 2048;
+  bool panel_prefetch_far_l1 = false;
   // AVX2 + FMA + F16C: what the avx2 kernels are compiled for.
   bool has_avx2_set() const { return avx2 && fma && f16c; }
   // The avx512 kernel directory's flags.

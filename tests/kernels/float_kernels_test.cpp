@@ -268,15 +268,14 @@ TEST(StreamRead, EveryVersionReadsEveryByte) {
   std::mt19937 rng(5);
   for (size_t i = 0; i < kBytes; ++i) buf.data()[i] = static_cast<uint8_t>(rng());
   const uint64_t want = kernels::ref::stream_read(buf.data(), kBytes);
-  for (bool prefetch : {true, false}) {
-    EXPECT_EQ(kernels::stream_read(buf.data(), kBytes, prefetch), want);
-    if (cpu_features().has_avx2_set()) EXPECT_EQ(kernels::avx2::stream_read(buf.data(), kBytes, prefetch), want);
-    if (cpu_features().has_avx512_set()) EXPECT_EQ(kernels::avx512::stream_read(buf.data(), kBytes, prefetch), want);
+  for (size_t ahead : kernels::kStreamReadAheads) {
+    EXPECT_EQ(kernels::stream_read(buf.data(), kBytes, ahead), want) << ahead;
+    if (cpu_features().has_avx2_set()) EXPECT_EQ(kernels::avx2::stream_read(buf.data(), kBytes, ahead), want) << ahead;
+    if (cpu_features().has_avx512_set()) EXPECT_EQ(kernels::avx512::stream_read(buf.data(), kBytes, ahead), want) << ahead;
   }
   for (size_t at : {size_t{0}, size_t{4097}, kBytes - 1}) {
     buf.data()[at] ^= 0x10;
-    EXPECT_NE(kernels::stream_read(buf.data(), kBytes, false), want) << at;
-    EXPECT_NE(kernels::stream_read(buf.data(), kBytes, true), want) << at;
+    for (size_t ahead : kernels::kStreamReadAheads) EXPECT_NE(kernels::stream_read(buf.data(), kBytes, ahead), want) << at;
     buf.data()[at] ^= 0x10;
   }
 }

@@ -38,16 +38,27 @@ inline void prefetch_line_always(const void* p) {
   _mm_prefetch(c + kPrefetchL1Bytes, _MM_HINT_T0);
 }
 
-// CpuFeatures::panel_prefetch and light_panel_prefetch, read once.
+// CpuFeatures::panel_prefetch, light_panel_prefetch and the distances, read once.
 inline const bool kPanelPrefetch = cpu_features().panel_prefetch;
 inline const bool kLightPanelPrefetch = cpu_features().light_panel_prefetch;
+inline const int kPanelPrefetchFar = cpu_features().panel_prefetch_far;
+inline const int kPanelPrefetchNear = cpu_features().panel_prefetch_near;
+inline const bool kPanelPrefetchFarL1 = cpu_features().panel_prefetch_far_l1;
 
-// Both prefetches for the line at p where the CPU gains by them: the panel decode kernels
-// issue them once per line loaded. kLight marks a kernel with few operations per byte (the
-// AVX-512 Q8_0 one), which AMD's hardware prefetchers keep up with alone (kLightPanelPrefetch).
+// Both prefetches for the line at p where the CPU gains by them, at the CPU's distances: the
+// panel decode kernels issue them once per line loaded. kLight marks a kernel with few
+// operations per byte (the AVX-512 Q8_0 one), which AMD's hardware prefetchers keep up with
+// alone (kLightPanelPrefetch).
 template <bool kLight = false>
 inline void prefetch_line(const void* p) {
-  if (kLight ? kLightPanelPrefetch : kPanelPrefetch) prefetch_line_always(p);
+  if (!(kLight ? kLightPanelPrefetch : kPanelPrefetch)) return;
+  const char* c = static_cast<const char*>(p);
+  if (kPanelPrefetchFarL1) {
+    _mm_prefetch(c + kPanelPrefetchFar, _MM_HINT_T0);
+  } else {
+    _mm_prefetch(c + kPanelPrefetchFar, _MM_HINT_T1);
+  }
+  if (kPanelPrefetchNear > 0) _mm_prefetch(c + kPanelPrefetchNear, _MM_HINT_T0);
 }
 
 // The L2 prefetch of the four-row float decode kernels (kernels/cpu/*/float_types.cpp), issued

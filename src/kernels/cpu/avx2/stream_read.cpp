@@ -4,13 +4,12 @@
 
 namespace ll3::kernels::avx2 {
 
-uint64_t stream_read(const uint8_t* p, size_t n, bool prefetch) {
-  constexpr size_t kAhead = 1024;
+uint64_t stream_read(const uint8_t* p, size_t n, size_t ahead) {
   __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
   for (size_t i = 0; i < n; i += 128) {
-    if (prefetch && i + kAhead < n) {
-      _mm_prefetch(reinterpret_cast<const char*>(p + i + kAhead), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(p + i + kAhead + 64), _MM_HINT_T0);
+    if (ahead > 0 && i + ahead < n) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + i + ahead), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p + i + ahead + 64), _MM_HINT_T0);
     }
     a = _mm256_xor_si256(a, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
     b = _mm256_xor_si256(b, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
