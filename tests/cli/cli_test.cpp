@@ -326,11 +326,12 @@ TEST(Cli, BenchJsonHasLlamaBenchKeys) {
   EXPECT_GT(pj[0]["bandwidth_pct"].get<double>(), 0.0);
   EXPECT_EQ(pj[0]["bandwidth_paired"], true);
   EXPECT_EQ(j[1]["bandwidth_paired"], false);
-  // The roofline is the best of the reads of 4 patterns before the first repetition and after
+  // The roofline is the best of the reads of 6 patterns (2 layouts x 3 prefetch distances)
+  // before the first repetition and after
   // each of the 2, with the spread beside it; the percentage is the median repetition against
   // that best read, and the paired one each repetition against the reads on either side of it
   // (never less: the reads beside one repetition are a subset of all).
-  EXPECT_EQ(pj[0]["bandwidth_reads"], 12);
+  EXPECT_EQ(pj[0]["bandwidth_reads"], 18);
   EXPECT_GE(pj[0]["bandwidth_paired_pct"].get<double>(), pj[0]["bandwidth_pct"].get<double>());
   EXPECT_LE(pj[0]["read_bandwidth_min_gbps"].get<double>(), pj[0]["read_bandwidth_gbps"].get<double>());
   EXPECT_GT(pj[0]["read_bandwidth_min_gbps"].get<double>(), 0.0);
@@ -339,7 +340,7 @@ TEST(Cli, BenchJsonHasLlamaBenchKeys) {
   auto alone = run_command("HOME=" + home + " " + ll3() + " bench --roofline -t 2 --json");
   ASSERT_EQ(alone.exit_code, 0) << alone.output;
   nlohmann::json aj = nlohmann::json::parse(alone.output);
-  EXPECT_EQ(aj[0]["reads"], 16);
+  EXPECT_EQ(aj[0]["reads"], 24);
   EXPECT_LE(aj[0]["read_gbps_min"].get<double>(), aj[0]["read_gbps_median"].get<double>());
   EXPECT_LE(aj[0]["read_gbps_median"].get<double>(), aj[0]["read_gbps"].get<double>());
   auto bad = run_command(ll3() + " bench -m " + tiny() + " -r 0", true);

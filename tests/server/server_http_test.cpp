@@ -277,12 +277,14 @@ TEST(ServerHttp, DisconnectMidStreamFreesKv) {
   EXPECT_EQ(seen, 5);
   EXPECT_FALSE(c.connected());
   const double t0 = now_s();
+  // The connection's handler leaves the in-flight count a moment after the engine has dropped
+  // the request (one run of 825 saw the metrics in between), so all three are waited for.
   ASSERT_TRUE(wait_metrics(probe, 5, [&](const std::string& body) {
-    return metric(body, "ll3_requests_running") == 0 && metric(body, "ll3_kv_cache_blocks_used") == used_before;
+    return metric(body, "ll3_requests_running") == 0 && metric(body, "ll3_kv_cache_blocks_used") == used_before &&
+           metric(body, "ll3_http_requests_in_flight") == 0;
   }, &m)) << m;
   EXPECT_LT(now_s() - t0, 2.0);
   EXPECT_LT(metric(m, "ll3_generation_tokens_total") - generated_before, 1000) << "stopped long before max_tokens";
-  EXPECT_EQ(metric(m, "ll3_http_requests_in_flight"), 0);
 }
 
 // Connections closed by their clients are gone from the server too (nothing holds them): after
