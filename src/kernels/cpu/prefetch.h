@@ -45,7 +45,7 @@ inline const int kPanelPrefetchFar = cpu_features().panel_prefetch_far;
 inline const int kPanelPrefetchNear = cpu_features().panel_prefetch_near;
 inline const bool kPanelPrefetchFarL1 = cpu_features().panel_prefetch_far_l1;
 
-// Both prefetches for the line at p where the CPU gains by them, at the CPU's distances: the
+// The prefetches for the line at p where the CPU gains by them, at the CPU's distances: the
 // panel decode kernels issue them once per line loaded. kLight marks a kernel with few
 // operations per byte (the AVX-512 Q8_0 one), which AMD's hardware prefetchers keep up with
 // alone (kLightPanelPrefetch).
