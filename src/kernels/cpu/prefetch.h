@@ -19,6 +19,9 @@ namespace ll3::kernels {
 // 92-93%, Q6_K 87-90% -> 90%, Q8_0 85-89% -> 88-90%.
 constexpr int kPrefetchL2Bytes = 4096;
 constexpr int kPrefetchL1Bytes = 2048;
+// The panel decode kernels' distances are per CPU (CpuFeatures); their defaults are these.
+static_assert(CpuFeatures{}.panel_prefetch_far == kPrefetchL2Bytes && CpuFeatures{}.panel_prefetch_near == kPrefetchL1Bytes &&
+              !CpuFeatures{}.panel_prefetch_far_l1);
 
 // Prefetch the kLines cache lines (one block's worth) at both distances past p. The
 // one-activation-row kernels (dot_q, decode) use it; the batched ones are not memory-bound.

@@ -116,7 +116,7 @@ void matmul_q(ThreadPool& pool, const Group& units, const float* x, int64_t n, c
   // last chunk a thread is busy with is what the other waits for at the barrier. 16-row steps
   // (bench --parallel 16, alternated): with a neighbour slowing one core, 222-230 -> 233-244
   // t/s, the main thread's wait 17 -> 8 us per parallel region; on a quiet host no change.
-  const int64_t chunk = n == 1 ? decode_chunk(units.first().row_bytes * P)
+  const int64_t chunk = n == 1 ? decode_chunk(units.first().row_bytes * P)  // the group's first matrix's panels
                                : std::max<int64_t>(1, row_chunk(pool, units.total() * P) / P / 4);
   auto split = [&](int t, int nt) { return units.split(t, nt); };
   pool.parallel_for_stealing(units.total(), chunk, split, [&](int64_t begin, int64_t end, int thread) {
@@ -179,13 +179,18 @@ void matmul_bf16(ThreadPool& pool, const Group& g, const float* x, int64_t n, co
   });
 }
 
+// F32 / F16 / BF16 weights, which the float path multiplies as stored (quantized ones are
+// dequantized to F32 first).
+bool float_weights(const WeightMatrix& W) {
+  return W.type == DType::F32 || W.type == DType::F16 || W.type == DType::BF16;
+}
+
 // A float product of a few rows of x that runs the decode kernels once per row (matmul_f32):
 // F16 panels, and F32 / F16 / BF16 rows with a several-row kernel.
 bool short_float_product(const WeightMatrix& W, int64_t n) {
   const TypeTraits& tr = *W.traits;
   if (W.panels && tr.dot_f32_panels != nullptr) return n > 1 && n <= kShortPanelProductRows;
-  const bool in_place = W.type == DType::F32 || W.type == DType::F16 || W.type == DType::BF16;
-  return in_place && tr.dot_f32_wrows != nullptr && n > 1 && n <= kShortRowProductRows;
+  return float_weights(W) && tr.dot_f32_wrows != nullptr && n > 1 && n <= kShortRowProductRows;
 }
 
 // The float GEMM in broadcast form (kernels/gemm_f32.h), for products of at least
@@ -249,7 +254,7 @@ void matmul_f32_lanes(ThreadPool& pool, const kernels::GemmF32Lanes& lanes, bool
         lanes.gemm_pairs(wp, nr, scratch.xlanes, n, cols, y + r0, static_cast<size_t>(rows));
         continue;
       }
-      if (W.type == DType::F32 || W.type == DType::F16 || W.type == DType::BF16) {
+      if (float_weights(W)) {
         lanes.pack_w(W.type, src, W.row_bytes, nr, cols, wp);  // converted as they are packed
       } else {
         for (int64_t r = 0; r < nr; ++r) tr.to_float(src + r * W.row_bytes, wrows + r * cols, cols);
@@ -269,7 +274,7 @@ void matmul_f32(ThreadPool& pool, const WeightMatrix& W, const float* x, int64_t
   const int64_t rows = W.rows, cols = W.cols;
   const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
   const bool panels = W.panels && tr.dot_f32_panels != nullptr;
-  const bool in_place = W.type == DType::F32 || W.type == DType::F16 || W.type == DType::BF16;
+  const bool in_place = float_weights(W);
   if (n == 1 || (short_float_product(W, n) && !pairs_in)) {
     // F32 / F16 / BF16 rows multiply in place; quantized ones (--float-act) are dequantized and
     // multiplied as F32, so that both give exactly what the GEMM below gives (every product in
