@@ -71,13 +71,15 @@ CpuFeatures detect() {
   }
   f.panel_prefetch = !(f.amd && f.family <= 0x19);
   f.light_panel_prefetch = !f.amd;
-  if (const char* pf = std::getenv("LL3_PREFETCH"); pf != nullptr && (*pf == '0' || *pf == '1')) {
-    f.panel_prefetch = f.light_panel_prefetch = *pf == '1';
-  }
   if (f.amd && f.family >= 0x1A) {
     f.panel_prefetch_far = 12288;
     f.panel_prefetch_near = 0;
     f.panel_prefetch_far_l1 = true;
+    f.light_panel_prefetch_sparse = true;
+  }
+  if (const char* pf = std::getenv("LL3_PREFETCH"); pf != nullptr && (*pf == '0' || *pf == '1')) {
+    f.panel_prefetch = f.light_panel_prefetch = *pf == '1';
+    f.light_panel_prefetch_sparse = false;
   }
   if (const char* at = std::getenv("LL3_PREFETCH_AT"); at != nullptr) {
     int far = 0, near = 0, l1 = 0;

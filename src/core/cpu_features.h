@@ -37,6 +37,13 @@ struct CpuFeatures {
   // AMD's hardware prefetchers keep up alone: off on AMD (Zen 5, 1B Q8_0: 42.2 -> 46.9 t/s
   // without). LL3_PREFETCH=0|1 sets both flags (comparisons).
   bool light_panel_prefetch = true;
+  // Zen 5 (family 0x1A): those light kernels instead take one prefetch per 512 bytes of their
+  // stream, `panel_prefetch_far` ahead, and leave the other seven lines to the hardware
+  // prefetchers. A prefetch per line was slower than none; one per eight is faster than
+  // both (1B preset, 2 threads, paired share of the read, alternated rounds: F16 76-92% ->
+  // 84-89%, Q8_0 86-91% -> 89-103%). The Q4_K / Q6_K kernels lost 40% by it (they keep theirs
+  // per line). LL3_PREFETCH=0|1 clears it.
+  bool light_panel_prefetch_sparse = false;
   // Where those prefetches go: `panel_prefetch_far` bytes ahead (into L1 with
   // `panel_prefetch_far_l1`, else into L2) and `panel_prefetch_near` bytes ahead into L1 (0:
   // none).

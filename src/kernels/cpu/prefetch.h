@@ -47,6 +47,7 @@ inline const bool kLightPanelPrefetch = cpu_features().light_panel_prefetch;
 inline const int kPanelPrefetchFar = cpu_features().panel_prefetch_far;
 inline const int kPanelPrefetchNear = cpu_features().panel_prefetch_near;
 inline const bool kPanelPrefetchFarL1 = cpu_features().panel_prefetch_far_l1;
+inline const bool kLightPanelPrefetchSparse = cpu_features().light_panel_prefetch_sparse;
 
 // The prefetches for the line at p where the CPU gains by them, at the CPU's distances: the
 // panel decode kernels issue them once per line loaded. kLight marks a kernel with few
@@ -62,6 +63,18 @@ inline void prefetch_line(const void* p) {
     _mm_prefetch(c + kPanelPrefetchFar, _MM_HINT_T1);
   }
   if (kPanelPrefetchNear > 0) _mm_prefetch(c + kPanelPrefetchNear, _MM_HINT_T0);
+}
+
+// The sparse form of the light kernels' prefetch (CpuFeatures::light_panel_prefetch_sparse):
+// they call it once per 512 bytes of their stream, in addition to prefetch_line<true> per line.
+inline void prefetch_sparse(const void* p) {
+  if (!kLightPanelPrefetchSparse) return;
+  const char* c = static_cast<const char*>(p) + kPanelPrefetchFar;
+  if (kPanelPrefetchFarL1) {
+    _mm_prefetch(c, _MM_HINT_T0);
+  } else {
+    _mm_prefetch(c, _MM_HINT_T1);
+  }
 }
 
 // The L2 prefetch of the four-row float decode kernels (kernels/cpu/*/float_types.cpp), issued

@@ -97,9 +97,10 @@ float f16_dot(const void* row, const float* x, int64_t n) {
 // into the rows' lanes and multiplied by a broadcast x[k]. Accumulator l takes k = l (mod 16),
 // so that lane r of accumulator l is lane l of row r's dot16 chain, and the tree of
 // float_dot_order.h over the accumulators gives every row its bits. One sequential stream per
-// thread, prefetched as the AVX-512 Q8_0 kernel is (few operations per byte: on AMD the
-// hardware prefetchers alone did better, Zen 5, 1B preset, 2 threads, paired share of the
-// read: none 86-88%, 8 KB ahead into L1 81-83%).
+// thread, prefetched as the AVX-512 Q8_0 kernel is: per line where the CPU gains by it
+// (Intel), once per 512 bytes on Zen 5 (prefetch_sparse; per line was slower than none there,
+// 1B preset, 2 threads, paired share of the read: none 86-88%, 8 KB ahead into L1 81-83%; one
+// line in eight 12 KB ahead: +5-15% t/s over none, alternated rounds).
 void f16_dot_panels(const void* panels, int64_t npanels, const float* x, int64_t n, float* y) {
   for (int64_t p = 0; p < npanels; ++p) {
     const uint16_t* w = static_cast<const uint16_t*>(panels) + p * 16 * n;
@@ -108,6 +109,7 @@ void f16_dot_panels(const void* panels, int64_t npanels, const float* x, int64_t
     for (int64_t k0 = 0; k0 < n; k0 += 16) {
       const uint16_t* wk = w + k0 * 16;  // 512 bytes: 16 steps of 16 rows
       LL3_UNROLL for (int c = 0; c < 8; ++c) prefetch_line<true>(wk + 32 * c);
+      prefetch_sparse(wk);
       LL3_UNROLL for (int l = 0; l < 16; ++l) {
         const __m512 wv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wk + 16 * l)));
         acc[l] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[k0 + l]), acc[l]);
