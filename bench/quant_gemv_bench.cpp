@@ -136,6 +136,32 @@ void gemv_float_wrows(benchmark::State& state, DType t) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.size()));
 }
 
+// F16 panels through dot_f32_panels over runs of 2 panels (the 128 KB decode work item of
+// kernels/ops/matmul.cpp for rows of 2048): the float decode path where it has panels.
+void gemv_float_panels(benchmark::State& state, DType t) {
+  const int64_t n = state.range(0), rows = state.range(1);
+  const ll3::TypeTraits* tt = ll3::type_traits(t);
+  if (tt->dot_f32_panels == nullptr || !ll3::kernels::panel_layout_exists(t, rows, n)) {
+    state.SkipWithError("no panel kernel");
+    return;
+  }
+  std::vector<uint8_t> w = make_weights_tiled(t, n, rows);
+  ll3::kernels::panel_pack_matrix(t, w.data(), rows, n);
+  const size_t row_bytes = ll3::dtype_row_bytes(t, n);
+  const std::vector<float> x = random_floats(n, 1);
+  std::vector<float> y(rows);
+  constexpr int64_t kRun = 2 * ll3::kernels::kPanelRows;
+  for (auto _ : state) {
+    for (int64_t r0 = 0; r0 < rows; r0 += kRun) {
+      const int64_t nr = std::min(kRun, rows - r0);
+      tt->dot_f32_panels(w.data() + r0 * row_bytes, nr / ll3::kernels::kPanelRows, x.data(), n, y.data() + r0);
+    }
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.size()));
+}
+
 // The streaming read `ll3 bench --roofline` measures (kernels/stream_read.h) over range(0) MiB:
 // beside the DRAM-sized shapes above (Args {2048, 65536}), the share of the read a kernel reaches.
 void stream(benchmark::State& state, size_t ahead) {
@@ -149,6 +175,7 @@ BENCHMARK_CAPTURE(stream, prefetch, size_t{1024})->Arg(128)->Unit(benchmark::kMi
 BENCHMARK_CAPTURE(stream, prefetch_far, size_t{16384})->Arg(128)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(stream, plain, size_t{0})->Arg(128)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(gemv_float_wrows, F16, DType::F16)->Args({2048, 32768})->Args({2048, 128})->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(gemv_float_panels, F16, DType::F16)->Args({2048, 65536})->Args({2048, 128})->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(gemv_float_wrows, BF16, DType::BF16)->Args({2048, 32768})->Args({2048, 128})->Unit(benchmark::kMicrosecond);
 
 // Old and new interleaved, so both see the same machine load: compare medians of repetitions

@@ -40,9 +40,10 @@ struct CpuFeatures {
   // Zen 5 (family 0x1A): those light kernels instead take one prefetch per 512 bytes of their
   // stream, `panel_prefetch_far` ahead, and leave the other seven lines to the hardware
   // prefetchers. A prefetch per line was slower than none; one per eight is faster than
-  // both (1B preset, 2 threads, paired share of the read, alternated rounds: F16 76-92% ->
-  // 84-89%, Q8_0 86-91% -> 89-103%). The Q4_K / Q6_K kernels lost 40% by it (they keep theirs
-  // per line). LL3_PREFETCH=0|1 clears it.
+  // both (1B preset, 2 threads, alternated rounds, t/s: F16 16.4-17.2 -> 18.3-19.3, Q8_0
+  // 30.4-31.1 -> 31.3-35.8; one core, F16 panels from DRAM, share of the plain read 75-83% ->
+  // 95-103%). The Q4_K / Q6_K kernels lost 30-40% by it (they keep theirs per line).
+  // LL3_PREFETCH=0|1 clears it.
   bool light_panel_prefetch_sparse = false;
   // Where those prefetches go: `panel_prefetch_far` bytes ahead (into L1 with
   // `panel_prefetch_far_l1`, else into L2) and `panel_prefetch_near` bytes ahead into L1 (0:
