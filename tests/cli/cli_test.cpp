@@ -335,6 +335,10 @@ TEST(Cli, BenchJsonHasLlamaBenchKeys) {
   EXPECT_GE(pj[0]["bandwidth_paired_pct"].get<double>(), pj[0]["bandwidth_pct"].get<double>());
   EXPECT_LE(pj[0]["read_bandwidth_min_gbps"].get<double>(), pj[0]["read_bandwidth_gbps"].get<double>());
   EXPECT_GT(pj[0]["read_bandwidth_min_gbps"].get<double>(), 0.0);
+  // and the median of those reads between the two (decode on a host whose reads swing is
+  // best compared with it as well).
+  EXPECT_LE(pj[0]["read_bandwidth_min_gbps"].get<double>(), pj[0]["read_bandwidth_median_gbps"].get<double>());
+  EXPECT_LE(pj[0]["read_bandwidth_median_gbps"].get<double>(), pj[0]["read_bandwidth_gbps"].get<double>());
   EXPECT_TRUE(std::filesystem::exists(cache)) << "the measured bandwidth is cached";
   // Alone, --roofline prints the best read with its median and minimum.
   auto alone = run_command("HOME=" + home + " " + ll3() + " bench --roofline -t 2 --json");
