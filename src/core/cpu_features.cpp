@@ -76,6 +76,10 @@ CpuFeatures detect() {
     f.panel_prefetch_near = 0;
     f.panel_prefetch_far_l1 = true;
     f.light_panel_prefetch_sparse = true;
+    f.rows_prefetch_l1 = false;
+  }
+  if (const char* pf = std::getenv("LL3_ROWS_PREFETCH_L1"); pf != nullptr && (*pf == '0' || *pf == '1')) {
+    f.rows_prefetch_l1 = *pf == '1';
   }
   if (const char* pf = std::getenv("LL3_PREFETCH"); pf != nullptr && (*pf == '0' || *pf == '1')) {
     f.panel_prefetch = f.light_panel_prefetch = *pf == '1';

@@ -48,6 +48,7 @@ inline const int kPanelPrefetchFar = cpu_features().panel_prefetch_far;
 inline const int kPanelPrefetchNear = cpu_features().panel_prefetch_near;
 inline const bool kPanelPrefetchFarL1 = cpu_features().panel_prefetch_far_l1;
 inline const bool kLightPanelPrefetchSparse = cpu_features().light_panel_prefetch_sparse;
+inline const bool kRowsPrefetchL1 = cpu_features().rows_prefetch_l1;
 
 // The prefetches for the line at p where the CPU gains by them, at the CPU's distances: the
 // panel decode kernels issue them once per line loaded. kLight marks a kernel with few

@@ -50,7 +50,7 @@ inline void dot16x4(RowLoad row_load, const uint8_t* w, size_t stride, const flo
     if ((i * elem_bytes) % 64 == 0) {
       for (int r = 0; r < 4; ++r) {
         const size_t off = static_cast<size_t>(i * elem_bytes);
-        _mm_prefetch(reinterpret_cast<const char*>(w + r * stride + off) + kPrefetchL1Bytes, _MM_HINT_T0);
+        if (kRowsPrefetchL1) _mm_prefetch(reinterpret_cast<const char*>(w + r * stride + off) + kPrefetchL1Bytes, _MM_HINT_T0);
         _mm_prefetch(rows_ahead_line(w, stride, off, r), _MM_HINT_T1);
       }
     }
@@ -173,7 +173,7 @@ void bf16_pairs_rows(const uint8_t* w, size_t stride, const float* x, int64_t n,
   for (; i + 32 <= n; i += 32) {
     for (int r = 0; r < R; ++r) {  // a block is one cache line of each row
       const char* p = reinterpret_cast<const char*>(row(r) + i);
-      _mm_prefetch(p + kPrefetchL1Bytes, _MM_HINT_T0);
+      if (R == 1 || kRowsPrefetchL1) _mm_prefetch(p + kPrefetchL1Bytes, _MM_HINT_T0);  // one row: its only prefetch
       if (R > 1) _mm_prefetch(rows_ahead_line(w, stride, 2 * static_cast<size_t>(i), r), _MM_HINT_T1);
     }
     const XPairs xp = x_pairs(x + i);

@@ -45,7 +45,7 @@ inline void dot16x4(Load load, const uint8_t* w, size_t stride, const float* x, 
     if (i % line_elems != 0) return;
     for (int r = 0; r < 4; ++r) {
       const size_t off = static_cast<size_t>(i) * (64 / line_elems);
-      _mm_prefetch(reinterpret_cast<const char*>(w + r * stride + off) + kPrefetchL1Bytes, _MM_HINT_T0);
+      if (kRowsPrefetchL1) _mm_prefetch(reinterpret_cast<const char*>(w + r * stride + off) + kPrefetchL1Bytes, _MM_HINT_T0);
       _mm_prefetch(rows_ahead_line(w, stride, off, r), _MM_HINT_T1);
     }
   };
@@ -190,7 +190,7 @@ inline void bf16_pairs_rows(const uint8_t* w, size_t stride, const float* x, int
   for (int64_t i = 0; i < n; i += 32) {
     for (int r = 0; r < R; ++r) {  // a block is one cache line of each row
       const char* p = reinterpret_cast<const char*>(w + r * stride + 2 * i);
-      _mm_prefetch(p + kPrefetchL1Bytes, _MM_HINT_T0);
+      if (R == 1 || kRowsPrefetchL1) _mm_prefetch(p + kPrefetchL1Bytes, _MM_HINT_T0);  // one row: its only prefetch
       if (R > 1) _mm_prefetch(rows_ahead_line(w, stride, 2 * static_cast<size_t>(i), r), _MM_HINT_T1);
     }
     const __mmask16 m0 = lanes_before(i, n), m1 = i + 16 < n ? lanes_before(i + 16, n) : 0;
