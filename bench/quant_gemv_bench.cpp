@@ -189,6 +189,9 @@ BENCHMARK_CAPTURE(gemv_float_wrows, BF16, DType::BF16)->Args({2048, 32768})->Arg
 LL3_GEMV_WROWS(Q4_K)
 LL3_GEMV_WROWS(Q6_K)
 LL3_GEMV_WROWS(Q8_0)
+// Q4_0 has no panels: its decode kernel reads the rows (16 at a time).
+BENCHMARK_CAPTURE(gemv_wrows, Q4_0_dot_q, DType::Q4_0, false)->Args({2048, 8192})->Args({2048, 512})->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(gemv_wrows, Q4_0_wrows, DType::Q4_0, true)->Args({2048, 8192})->Args({2048, 512})->Args({2048, 65536})->Unit(benchmark::kMicrosecond);
 
 // Prompt processing: W (rows x n) times `tokens` activation rows through dot_q_rows (each weight
 // row unpacked once per few tokens) or, with per_row, one dot_q per (row, token). Counts 2 ops

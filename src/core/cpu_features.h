@@ -45,10 +45,12 @@ struct CpuFeatures {
   // 95-103%). The Q4_K / Q6_K kernels lost 30-40% by it (they keep theirs per line).
   // LL3_PREFETCH=0|1 clears it.
   bool light_panel_prefetch_sparse = false;
-  // Whether the four-row float decode kernels (F32 / F16 rows, BF16; kernels/cpu/*/float_types.cpp)
-  // prefetch each row's line 2 KB ahead into L1 beside their L2 prefetch of the rows eight on.
-  // Zen 5 (family 0x1A): off; the rows-ahead prefetch alone streams faster (1B BF16, 2 threads,
-  // alternated rounds: 15.5-16.4 -> 18.1-20.0 t/s). LL3_ROWS_PREFETCH_L1=0|1 sets it.
+  // Whether the row-layout decode kernels prefetch 2 KB ahead into L1 beside their L2 prefetch:
+  // the four-row float kernels (F32 / F16 rows, BF16; beside the rows eight on) and the integer
+  // dot kernels of the types without panels (prefetch_ahead, 4 KB ahead into L2). Zen 5 (family
+  // 0x1A): off; the L2 prefetch alone streams faster (1B preset, 2 threads, alternated rounds,
+  // t/s: BF16 16.5-17.6 -> 19.9-22.5, Q5_K_M 44.0-48.4 -> 49.4-53.4). LL3_ROWS_PREFETCH_L1=0|1
+  // sets it.
   bool rows_prefetch_l1 = true;
   // Where those prefetches go: `panel_prefetch_far` bytes ahead (into L1 with
   // `panel_prefetch_far_l1`, else into L2) and `panel_prefetch_near` bytes ahead into L1 (0:

@@ -142,6 +142,7 @@ void set_quant_kernels(Table& t) {
     t[size_t(DType::Q4_K)].dot_q_wrows = kernels::avx512::q4_k_dot_q8_k_wrows;
     t[size_t(DType::Q6_K)].dot_q_wrows = kernels::avx512::q6_k_dot_q8_k_wrows;
     t[size_t(DType::Q8_0)].dot_q_wrows = kernels::avx512::q8_0_dot_q8_0_wrows;
+    t[size_t(DType::Q4_0)].dot_q_wrows = kernels::avx512::q4_0_dot_q8_0_wrows;
     t[size_t(DType::Q4_K)].dot_q_panels = kernels::avx512::q4_k_dot_q8_k_panels;
     t[size_t(DType::Q6_K)].dot_q_panels = kernels::avx512::q6_k_dot_q8_k_panels;
     t[size_t(DType::Q8_0)].dot_q_panels = kernels::avx512::q8_0_dot_q8_0_panels;

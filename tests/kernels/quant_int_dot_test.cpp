@@ -204,6 +204,48 @@ TEST(QuantIntDot, Avx2RowKernels) {
                      {DType::Q8_0, kernels::avx2::q8_0_dot_q8_0_rows}});
 }
 
+// Q4_0's decode kernel (AVX-512 only: 16 rows per pass in the lanes of one vector) gives every
+// row the bits of the reference dot: row counts around the pass, odd block counts, rows padded
+// apart, and the dispatch table's entry (null below AVX-512, where the rows kernels decode).
+TEST(QuantIntDot, Q4_0WeightRowsGiveTheReferenceBits) {
+  if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "the Q4_0 decode kernel needs AVX-512 (this CPU or LL3_CPU lacks it)";
+  const IntKernels* k = nullptr;
+  const std::vector<IntKernels> all = all_int_kernels();
+  for (const IntKernels& e : all) if (e.type == DType::Q4_0) k = &e;
+  ASSERT_NE(k, nullptr);
+  const TypeTraits* ref = type_traits_ref(DType::Q4_0);
+  const TypeTraits* act = type_traits_ref(ref->vec_dot_type);
+  ASSERT_EQ(type_traits(DType::Q4_0)->dot_q_wrows, kernels::avx512::q4_0_dot_q8_0_wrows);
+  std::mt19937 rng(41);
+  for (int64_t blocks : {int64_t{1}, int64_t{7}, int64_t{64}, int64_t{257}}) {
+    const int64_t n = 32 * blocks;
+    const size_t row_bytes = dtype_row_bytes(DType::Q4_0, n), stride = row_bytes + 18 * 3;
+    const int64_t max_rows = 37;
+    std::vector<uint8_t> w(stride * max_rows);
+    for (int64_t r = 0; r < max_rows; ++r) {
+      const std::vector<uint8_t> row = random_weights(*k, n, rng, r % 3 == 0);
+      std::memcpy(w.data() + r * stride, row.data(), row_bytes);
+    }
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    std::vector<float> x(n);
+    for (float& v : x) v = g(rng);
+    std::vector<uint8_t> xq(dtype_row_bytes(ref->vec_dot_type, n));
+    act->from_float(x.data(), xq.data(), n);
+    int checked = 0;
+    for (int64_t nrows : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{32}, max_rows}) {
+      std::vector<float> y(nrows + 1, -7.0f);
+      kernels::avx512::q4_0_dot_q8_0_wrows(w.data(), stride, nrows, xq.data(), n, y.data());
+      EXPECT_EQ(y[nrows], -7.0f) << "wrote past nrows";
+      for (int64_t r = 0; r < nrows; ++r, ++checked) {
+        const float want = ref->dot_q(w.data() + r * stride, xq.data(), n);
+        ASSERT_EQ(std::memcmp(&y[r], &want, sizeof(float)), 0)
+            << "blocks " << blocks << " nrows " << nrows << " row " << r << ": " << y[r] << " vs " << want;
+      }
+    }
+    EXPECT_EQ(checked, 1 + 15 + 16 + 17 + 32 + 37);
+  }
+}
+
 // dot_q_wrows (several weight rows against one activation row, the decode path) against the
 // reference dot row by row: random bytes (with sane f16 scales) and quantized rows, odd block
 // counts, row counts around the kernels' passes and chunks, rows padded apart.

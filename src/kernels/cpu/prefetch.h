@@ -23,16 +23,6 @@ constexpr int kPrefetchL1Bytes = 2048;
 static_assert(CpuFeatures{}.panel_prefetch_far == kPrefetchL2Bytes && CpuFeatures{}.panel_prefetch_near == kPrefetchL1Bytes &&
               !CpuFeatures{}.panel_prefetch_far_l1);
 
-// Prefetch the kLines cache lines (one block's worth) at both distances past p. The
-// one-activation-row kernels (dot_q, decode) use it; the batched ones are not memory-bound.
-template <int kLines>
-inline void prefetch_ahead(const void* p) {
-  const char* far = static_cast<const char*>(p) + kPrefetchL2Bytes;
-  const char* near = static_cast<const char*>(p) + kPrefetchL1Bytes;
-  for (int l = 0; l < kLines; ++l) _mm_prefetch(far + 64 * l, _MM_HINT_T1);
-  for (int l = 0; l < kLines; ++l) _mm_prefetch(near + 64 * l, _MM_HINT_T0);
-}
-
 // Both prefetches for the line at p, whatever the CPU: the batched (prompt) panel kernels, which
 // gain by them on AMD too (Zen 4, LL3_CPU=avx2, Q4_K_M pp128: 206 -> 214 t/s).
 inline void prefetch_line_always(const void* p) {
@@ -49,6 +39,17 @@ inline const int kPanelPrefetchNear = cpu_features().panel_prefetch_near;
 inline const bool kPanelPrefetchFarL1 = cpu_features().panel_prefetch_far_l1;
 inline const bool kLightPanelPrefetchSparse = cpu_features().light_panel_prefetch_sparse;
 inline const bool kRowsPrefetchL1 = cpu_features().rows_prefetch_l1;
+
+// Prefetch the kLines cache lines (one block's worth) at both distances past p (the L1 one
+// where CpuFeatures::rows_prefetch_l1). The one-activation-row kernels (dot_q, decode) use it;
+// the batched ones are not memory-bound.
+template <int kLines>
+inline void prefetch_ahead(const void* p) {
+  const char* far = static_cast<const char*>(p) + kPrefetchL2Bytes;
+  const char* near = static_cast<const char*>(p) + kPrefetchL1Bytes;
+  for (int l = 0; l < kLines; ++l) _mm_prefetch(far + 64 * l, _MM_HINT_T1);
+  if (kRowsPrefetchL1) for (int l = 0; l < kLines; ++l) _mm_prefetch(near + 64 * l, _MM_HINT_T0);
+}
 
 // The prefetches for the line at p where the CPU gains by them, at the CPU's distances: the
 // panel decode kernels issue them once per line loaded. kLight marks a kernel with few
