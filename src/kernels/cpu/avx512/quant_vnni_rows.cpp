@@ -559,9 +559,9 @@ void q8_0_dot_q8_0_wrows(const void* rows, size_t row_stride, int64_t nrows, con
 // the lanes of one fma, where q4_0_rows<1> ran one scalar chain per row, latency-bound: the
 // same operations per row, so the same bits. The next pass's rows are prefetched into L2 in
 // address order as the pass reads this one's. 1B Q4_0, 2 threads, decode 24.2-25.8 -> 53.3-54.2
-// t/s (alternated, fast minutes); one core, in L2 (`quant_gemv_bench gemv_wrows/Q4_0_.*/2048/512`) 7.1 -> 23 GB/s. What
-// bounds it now is the gather of the 16 rows' scales (perf: a quarter of the samples wait on
-// it); a later step could take the scales from wider loads of the rows.
+// t/s (alternated, fast minutes); one core, in L2 (`quant_gemv_bench gemv_wrows/Q4_0_.*/2048/512`)
+// 7.1 -> 23 GB/s. What bounds it now is the gather of the 16 rows' scales (perf: a quarter of the
+// samples wait on it); a later step could take the scales from wider loads of the rows.
 void q4_0_dot_q8_0_wrows(const void* rows, size_t row_stride, int64_t nrows, const void* xq, int64_t n, float* y) {
   constexpr int R = 16;
   const BlockQ8_0* a = static_cast<const BlockQ8_0*>(xq);
