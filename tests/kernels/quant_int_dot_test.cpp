@@ -5,6 +5,7 @@
 
 #include "quant_test_rows.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -44,6 +45,33 @@ std::vector<IntKernels> all_int_kernels() {
 
 std::vector<uint8_t> random_weights(const IntKernels& k, int64_t n, std::mt19937& rng, bool quantized) {
   return test::random_quant_row(k.type, k.f16_fields, n, rng, quantized);
+}
+
+// The decode path's inputs: `rows` weight rows of n elements (every third quantized, the rest
+// random bytes with sane f16 scales), `pad` bytes apart, and one quantized activation row.
+struct WeightRowsCase {
+  std::vector<uint8_t> w, xq;
+  size_t stride = 0;
+};
+WeightRowsCase weight_rows_case(DType t, int64_t n, int64_t rows, size_t pad, std::mt19937& rng) {
+  const std::vector<IntKernels> all = all_int_kernels();
+  const auto k = std::find_if(all.begin(), all.end(), [&](const IntKernels& e) { return e.type == t; });
+  EXPECT_NE(k, all.end()) << dtype_name(t);
+  WeightRowsCase c;
+  const size_t row_bytes = dtype_row_bytes(t, n);
+  c.stride = row_bytes + pad;
+  c.w.resize(c.stride * rows);
+  for (int64_t r = 0; r < rows && k != all.end(); ++r) {
+    const std::vector<uint8_t> row = random_weights(*k, n, rng, r % 3 == 0);
+    std::memcpy(c.w.data() + r * c.stride, row.data(), row_bytes);
+  }
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> x(n);
+  for (float& v : x) v = g(rng);
+  const DType act = type_traits_ref(t)->vec_dot_type;
+  c.xq.resize(dtype_row_bytes(act, n));
+  type_traits_ref(act)->from_float(x.data(), c.xq.data(), n);
+  return c;
 }
 
 void check(const IntKernels& k, DotQ dot, const char* isa) {
@@ -206,38 +234,25 @@ TEST(QuantIntDot, Avx2RowKernels) {
 
 // Q4_0's decode kernel (AVX-512 only: 16 rows per pass in the lanes of one vector) gives every
 // row the bits of the reference dot: row counts around the pass, odd block counts, rows padded
-// apart, and the dispatch table's entry (null below AVX-512, where the rows kernels decode).
+// apart; and the dispatch table holds it, or nothing below AVX-512 (the rows kernels decode).
 TEST(QuantIntDot, Q4_0WeightRowsGiveTheReferenceBits) {
-  if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "the Q4_0 decode kernel needs AVX-512 (this CPU or LL3_CPU lacks it)";
-  const IntKernels* k = nullptr;
-  const std::vector<IntKernels> all = all_int_kernels();
-  for (const IntKernels& e : all) if (e.type == DType::Q4_0) k = &e;
-  ASSERT_NE(k, nullptr);
+  if (!cpu_features().has_avx512_set()) {
+    EXPECT_EQ(type_traits(DType::Q4_0)->dot_q_wrows, nullptr) << "below AVX-512 Q4_0 decodes through its rows kernels";
+    return;
+  }
   const TypeTraits* ref = type_traits_ref(DType::Q4_0);
-  const TypeTraits* act = type_traits_ref(ref->vec_dot_type);
   ASSERT_EQ(type_traits(DType::Q4_0)->dot_q_wrows, kernels::avx512::q4_0_dot_q8_0_wrows);
   std::mt19937 rng(41);
   for (int64_t blocks : {int64_t{1}, int64_t{7}, int64_t{64}, int64_t{257}}) {
-    const int64_t n = 32 * blocks;
-    const size_t row_bytes = dtype_row_bytes(DType::Q4_0, n), stride = row_bytes + 18 * 3;
-    const int64_t max_rows = 37;
-    std::vector<uint8_t> w(stride * max_rows);
-    for (int64_t r = 0; r < max_rows; ++r) {
-      const std::vector<uint8_t> row = random_weights(*k, n, rng, r % 3 == 0);
-      std::memcpy(w.data() + r * stride, row.data(), row_bytes);
-    }
-    std::normal_distribution<float> g(0.0f, 1.0f);
-    std::vector<float> x(n);
-    for (float& v : x) v = g(rng);
-    std::vector<uint8_t> xq(dtype_row_bytes(ref->vec_dot_type, n));
-    act->from_float(x.data(), xq.data(), n);
+    const int64_t n = 32 * blocks, max_rows = 37;
+    const WeightRowsCase c = weight_rows_case(DType::Q4_0, n, max_rows, 18 * 3, rng);
     int checked = 0;
     for (int64_t nrows : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{32}, max_rows}) {
       std::vector<float> y(nrows + 1, -7.0f);
-      kernels::avx512::q4_0_dot_q8_0_wrows(w.data(), stride, nrows, xq.data(), n, y.data());
+      kernels::avx512::q4_0_dot_q8_0_wrows(c.w.data(), c.stride, nrows, c.xq.data(), n, y.data());
       EXPECT_EQ(y[nrows], -7.0f) << "wrote past nrows";
       for (int64_t r = 0; r < nrows; ++r, ++checked) {
-        const float want = ref->dot_q(w.data() + r * stride, xq.data(), n);
+        const float want = ref->dot_q(c.w.data() + r * c.stride, c.xq.data(), n);
         ASSERT_EQ(std::memcmp(&y[r], &want, sizeof(float)), 0)
             << "blocks " << blocks << " nrows " << nrows << " row " << r << ": " << y[r] << " vs " << want;
       }
@@ -258,10 +273,6 @@ TEST(QuantIntDot, WeightRowsMatchReference) {
                {DType::Q8_0, kernels::avx512::q8_0_dot_q8_0_wrows}};
   const bool has_avx512 = cpu_features().has_avx512_set();
   for (const auto& c : cases) {
-    const IntKernels* k = nullptr;
-    const std::vector<IntKernels> all = all_int_kernels();
-    for (const IntKernels& e : all) if (e.type == c.type) k = &e;
-    ASSERT_NE(k, nullptr);
     const TypeTraits* ref = type_traits_ref(c.type);
     const TypeTraits* act = type_traits_ref(ref->vec_dot_type);
     ASSERT_NE(ref->dot_q_wrows, nullptr);
@@ -270,19 +281,11 @@ TEST(QuantIntDot, WeightRowsMatchReference) {
     const int64_t bs = dtype_info(c.type).block_size;
     // The last: ~35k elements, longer than one segment of the Q8_0 decode kernel (1024 blocks).
     for (int64_t blocks : {int64_t{1}, int64_t{3}, int64_t{8}, int64_t{37}, 1100 * 32 / bs}) {
-      const int64_t n = bs * blocks;
-      const size_t row_bytes = dtype_row_bytes(c.type, n), stride = row_bytes + 48;
-      const int64_t max_rows = 21;
-      std::vector<uint8_t> w(stride * max_rows);
-      for (int64_t r = 0; r < max_rows; ++r) {
-        const std::vector<uint8_t> row = random_weights(*k, n, rng, r % 3 == 0);
-        std::memcpy(w.data() + r * stride, row.data(), row_bytes);
-      }
-      std::normal_distribution<float> g(0.0f, 1.0f);
-      std::vector<float> x(n);
-      for (float& v : x) v = g(rng);
-      std::vector<uint8_t> xq(dtype_row_bytes(ref->vec_dot_type, n));
-      act->from_float(x.data(), xq.data(), n);
+      const int64_t n = bs * blocks, max_rows = 21;
+      const WeightRowsCase wc = weight_rows_case(c.type, n, max_rows, 48, rng);
+      const std::vector<uint8_t>& w = wc.w;
+      const std::vector<uint8_t>& xq = wc.xq;
+      const size_t stride = wc.stride;
       std::vector<float> wf(n), af(n);
       act->to_float(xq.data(), af.data(), n);
       for (int64_t nrows : {int64_t{1}, int64_t{2}, int64_t{5}, int64_t{16}, max_rows}) {

@@ -55,28 +55,27 @@ inline void prefetch_ahead(const void* p) {
 // panel decode kernels issue them once per line loaded. kLight marks a kernel with few
 // operations per byte (the AVX-512 Q8_0 one), which AMD's hardware prefetchers keep up with
 // alone (kLightPanelPrefetch).
-template <bool kLight = false>
-inline void prefetch_line(const void* p) {
-  if (!(kLight ? kLightPanelPrefetch : kPanelPrefetch)) return;
-  const char* c = static_cast<const char*>(p);
-  if (kPanelPrefetchFarL1) {
-    _mm_prefetch(c + kPanelPrefetchFar, _MM_HINT_T0);
-  } else {
-    _mm_prefetch(c + kPanelPrefetchFar, _MM_HINT_T1);
-  }
-  if (kPanelPrefetchNear > 0) _mm_prefetch(c + kPanelPrefetchNear, _MM_HINT_T0);
-}
-
-// The sparse form of the light kernels' prefetch (CpuFeatures::light_panel_prefetch_sparse):
-// they call it once per 512 bytes of their stream, in addition to prefetch_line<true> per line.
-inline void prefetch_sparse(const void* p) {
-  if (!kLightPanelPrefetchSparse) return;
+// The far prefetch of the line at p: panel_prefetch_far ahead, into L1 or L2 as the CPU wants.
+inline void prefetch_far(const void* p) {
   const char* c = static_cast<const char*>(p) + kPanelPrefetchFar;
   if (kPanelPrefetchFarL1) {
     _mm_prefetch(c, _MM_HINT_T0);
   } else {
     _mm_prefetch(c, _MM_HINT_T1);
   }
+}
+
+template <bool kLight = false>
+inline void prefetch_line(const void* p) {
+  if (!(kLight ? kLightPanelPrefetch : kPanelPrefetch)) return;
+  prefetch_far(p);
+  if (kPanelPrefetchNear > 0) _mm_prefetch(static_cast<const char*>(p) + kPanelPrefetchNear, _MM_HINT_T0);
+}
+
+// The sparse form of the light kernels' prefetch (CpuFeatures::light_panel_prefetch_sparse):
+// they call it once per 512 bytes of their stream, in addition to prefetch_line<true> per line.
+inline void prefetch_sparse(const void* p) {
+  if (kLightPanelPrefetchSparse) prefetch_far(p);
 }
 
 // The L2 prefetch of the four-row float decode kernels (kernels/cpu/*/float_types.cpp), issued
