@@ -15,21 +15,33 @@
 #include <string>
 #include <vector>
 
+#include "ll3/limits.h"
+#include "ll3/log.h"
 #include "ll3/request.h"
 #include "ll3/status.h"
 
 namespace ll3 {
 
-// A loaded checkpoint and its tokenizer, shareable by several engines.
+// How Model::load reads a checkpoint.
+struct ModelLoadOptions {
+  enum class Memory {
+    kAuto,       // into huge pages when the model takes at most half the available memory, else mapped
+    kMapped,     // used in place from the page cache: nothing copied
+    kHugePages,  // read into huge pages: faster decode, costs the read at load
+  };
+  Memory memory = Memory::kAuto;
+  // Keep the matrices as the file has them: no repacking into decode panels (slower decode).
+  bool row_layout = false;
+};
+
+// A loaded checkpoint and its tokenizer, shareable by several engines. Opaque: made by load().
 class Model {
  public:
-  struct Impl;
-  // path: a .gguf file or a Hugging Face directory. row_layout: keep the matrices as the file
-  // has them (no repacking into decode panels).
-  static Result<std::shared_ptr<const Model>> load(const std::string& path, bool row_layout = false);
-  explicit Model(std::unique_ptr<Impl> impl);
+  // path: a .gguf file or a Hugging Face directory.
+  static Result<std::shared_ptr<const Model>> load(const std::string& path, const ModelLoadOptions& options = {});
   ~Model();
-  const Impl& impl() const { return *impl_; }
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
 
   std::string name() const;      // general.name, else the file name
   int64_t context_length() const;
@@ -39,6 +51,9 @@ class Model {
   std::string decode(const std::vector<int32_t>& tokens) const;
 
  private:
+  friend struct ModelAccess;  // the library's own code (src/engine/model_impl.h)
+  struct Impl;
+  explicit Model(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 
@@ -69,6 +84,9 @@ struct EngineOptions {
   // why), 0 none; a positive count asks for the GPU and fails without one. Splitting a model
   // between the GPU and the CPU is not built yet: a count below the model's layers is refused.
   int gpu_layers = -1;
+  // Where this engine's messages go (the device it runs on, session files it could not use);
+  // empty: the process-wide callback (set_log_callback), by default stderr.
+  LogCallback log;
 };
 
 struct EngineStats {

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <utility>
 #include <variant>
@@ -29,14 +31,26 @@ class [[nodiscard]] Status {
     return Status(std::move(message), code);
   }
   static Status errorf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+  // The caller's input is wrong, and `field` names what (a Request member, a flag), so that a
+  // frontend can point at it in its own terms without reading the message.
+  static Status invalid(std::string message, std::string field, StatusCode code = StatusCode::kInvalid) {
+    Status st(std::move(message), code);
+    st.field_ = std::move(field);
+    return st;
+  }
 
   bool ok() const { return !failed_; }
   const std::string& message() const { return message_; }
   StatusCode code() const { return failed_ ? code_ : StatusCode::kOk; }
+  // The input field at fault (Status::invalid), else empty.
+  const std::string& field() const { return field_; }
 
   // Prefix the message with context: "gguf: " + message.
   Status with_context(const std::string& prefix) const {
-    return ok() ? *this : Status(prefix + message_, code_);
+    if (ok()) return *this;
+    Status st(prefix + message_, code_);
+    st.field_ = field_;
+    return st;
   }
 
  private:
@@ -44,23 +58,28 @@ class [[nodiscard]] Status {
   bool failed_ = false;
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
+  std::string field_;
 };
 
 inline Status ok_status() { return Status(); }
 
+// A value, or the Status that says why there is none. It never holds an OK status: one passed
+// in by mistake becomes an error that says so. value() on an error is a bug in the caller and
+// stops the program with the error's message (check ok() first).
 template <class T>
 class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
-  Result(Status status) : v_(std::move(status)) {}  // NOLINT: must be an error
+  Result(Status status)  // NOLINT: implicit by design; must be an error
+      : v_(status.ok() ? Status::error("internal error: a Result was made from an OK status") : std::move(status)) {}
 
   bool ok() const { return v_.index() == 0; }
-  T& value() & { return std::get<0>(v_); }
-  T&& value() && { return std::get<0>(std::move(v_)); }
-  const T& value() const& { return std::get<0>(v_); }
+  T& value() & { return checked(); }
+  T&& value() && { return std::move(checked()); }
+  const T& value() const& { return const_cast<Result*>(this)->checked(); }
   T& operator*() & { return value(); }
-  T* operator->() { return &std::get<0>(v_); }
-  const T* operator->() const { return &std::get<0>(v_); }
+  T* operator->() { return &checked(); }
+  const T* operator->() const { return &value(); }
   Status status() const { return ok() ? Status() : std::get<1>(v_); }
   const std::string& message() const {
     static const std::string empty;
@@ -68,6 +87,13 @@ class [[nodiscard]] Result {
   }
 
  private:
+  T& checked() {
+    if (!ok()) {
+      std::fprintf(stderr, "ll3: Result::value() called on an error: %s\n", std::get<1>(v_).message().c_str());
+      std::abort();
+    }
+    return std::get<0>(v_);
+  }
   std::variant<T, Status> v_;
 };
 

@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "core/cpu_features.h"
+#include "core/log.h"
 
 namespace ll3 {
 
@@ -45,7 +46,7 @@ void note_cpu_fallback_once() {
     std::string why;
     const std::vector<CudaDeviceInfo> devs = cuda_devices(&why);
     if (devs.empty()) {
-      std::fprintf(stderr, "ll3: built with CUDA, but no CUDA device is usable (%s): running on the CPU\n", why.c_str());
+      log_message(LogLevel::kWarning, "built with CUDA, but no CUDA device is usable (" + why + "): running on the CPU");
     }
   });
 }

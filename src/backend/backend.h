@@ -1,6 +1,6 @@
 // Where the work runs. The CPU backend is always there; the CUDA backend is compiled in when
 // nvcc is found (CMake option LL3_CUDA) and usable when a device answers at run time; the
-// engine then runs the model there (backend/gpu_runner.h).
+// engine then runs the model there (backend/runner.h chooses).
 #pragma once
 
 #include <cstdint>
@@ -27,7 +27,7 @@ std::string cuda_compiled_archs();
 // sm_90; no device: ...)": the backends compiled in and whether each can run here.
 std::string backends_summary();
 
-// Says once per process, on stderr, when CUDA is compiled in but no device is usable, so the
+// Says once per process (to the log, include/ll3/log.h), when CUDA is compiled in but no device is usable, so the
 // work runs on the CPU. Silent in a CPU-only build.
 void note_cpu_fallback_once();
 

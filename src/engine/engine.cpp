@@ -1,6 +1,6 @@
 // The engine: the request queue and the loop that turns scheduler steps into forward passes,
 // samples, and callbacks. One thread runs the loop; submit / cancel / stats only touch the
-// inbox under a mutex.
+// inbox under a mutex. A step is plan -> run -> sample -> deliver (Engine::Impl::step).
 #include "ll3/engine.h"
 
 #include <algorithm>
@@ -15,8 +15,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "backend/backend.h"
-#include "backend/gpu_runner.h"
+#include "backend/runner.h"
+#include "core/log.h"
 #include "core/thread_pool.h"
 #include "engine/model_impl.h"
 #include "engine/sampler.h"
@@ -25,7 +25,7 @@
 #include "engine/stop_strings.h"
 #include "kv/block_pool.h"
 #include "kv/kv_cache.h"
-#include "model/llama_forward.h"
+#include "kv/kv_manager.h"
 
 namespace ll3 {
 
@@ -42,9 +42,6 @@ const char* finish_reason_name(FinishReason r) {
 namespace {
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-constexpr int kMaxTopLogprobs = 20;
-constexpr size_t kMaxSessionIdBytes = 256;
 
 DType kv_dtype(KvType t) {
   switch (t) {
@@ -80,7 +77,7 @@ float log_softmax_at(const float* row, int64_t V, int32_t target, int k, std::ve
   return row[target] - lse;
 }
 
-// One request as the engine thread sees it.
+// One request as the engine thread sees it. Its tokens and KV are the scheduler's.
 struct Seq {
   Seq(Request r, const Tokenizer& tok)
       : req(std::move(r)), sampler(req.sampling), decoder(tok), stops(req.stop) {
@@ -89,8 +86,10 @@ struct Seq {
     ev.text.reserve(512);
     decoded.reserve(256);
   }
-  SeqState st;
+  RequestId id = 0;
   Request req;
+  std::vector<int32_t> prompt;  // until the engine thread hands it to the scheduler
+  int64_t max_len = 0;          // the most tokens the sequence can hold
   SamplerState sampler;
   StreamDecoder decoder;
   StopStringMatcher stops;
@@ -104,6 +103,37 @@ struct Seq {
   std::string session_warning;
 };
 
+// A request's own fields (not whether it fits): the first one at fault, named as Request names it.
+Status validate_request(const Request& r, int64_t n_vocab) {
+  if (r.tokens.empty()) return Status::invalid("the prompt is empty", "prompt");
+  for (int32_t t : r.tokens) {
+    if (t < 0 || t >= n_vocab) {
+      return Status::invalid(strprintf("prompt token id %d is out of range (vocabulary of %lld)", t, static_cast<long long>(n_vocab)),
+                             "prompt");
+    }
+  }
+  LL3_RETURN_IF_ERROR(validate(r.sampling));
+  if (r.top_logprobs < 0 || r.top_logprobs > kMaxTopLogprobs) {
+    return Status::invalid(strprintf("top_logprobs must be in 0..%d, got %d", kMaxTopLogprobs, r.top_logprobs), "top_logprobs");
+  }
+  if (r.max_tokens < -1) {
+    return Status::invalid(strprintf("max_tokens must be >= 0 (-1: until the context is full), got %lld",
+                                     static_cast<long long>(r.max_tokens)),
+                           "max_tokens");
+  }
+  if (r.session_id.size() > kMaxSessionIdBytes) {
+    return Status::invalid(strprintf("session id longer than %zu bytes", kMaxSessionIdBytes), "session_id");
+  }
+  if (r.prompt_logprobs < -1 || r.prompt_logprobs > kMaxTopLogprobs) {
+    return Status::invalid(strprintf("prompt_logprobs must be in -1..%d, got %d", kMaxTopLogprobs, r.prompt_logprobs),
+                           "prompt_logprobs");
+  }
+  if (r.prompt_logprobs >= 0 && !r.session_id.empty()) {
+    return Status::invalid("prompt log-probabilities need the whole prompt computed: not with a session", "prompt_logprobs");
+  }
+  return Status();
+}
+
 }  // namespace
 
 struct Engine::Impl {
@@ -111,29 +141,35 @@ struct Engine::Impl {
   const LlamaModel& m;
   const Tokenizer& tok;
   EngineOptions opt;
+  Logger log;
   int64_t max_seq_tokens = 0;
 
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<KvCache> kv;
   std::unique_ptr<BlockPool> blocks;
+  std::unique_ptr<KvManager> kvm;
   std::unique_ptr<Scheduler> sched;
   std::unique_ptr<SessionStore> sessions;
   std::unique_ptr<ModelRunner> runner;
   std::vector<std::unique_ptr<Sampler>> samplers;  // one per pool thread
 
   // Per step, sized once.
-  std::vector<int32_t> plan_tokens;
   std::vector<SeqBatch> plan_seqs;
   std::vector<int32_t> plan_rows;
   std::vector<float> logits;      // (min(max_seqs, batch_tokens) + prompt logit rows, n_vocab)
-  std::vector<Seq*> to_sample;
-  std::vector<int32_t> sample_rows;  // the logits row of each to_sample entry
+  struct SampleRow {
+    Seq* seq;
+    const std::vector<int32_t>* history;  // its tokens so far (penalties)
+    int32_t row;                          // its logits row
+  };
+  std::vector<SampleRow> to_sample;
   struct PromptRow {
     Seq* seq;
     int64_t pos;  // the row's position: its logits score prompt token pos + 1
     int32_t row;
   };
   std::vector<PromptRow> prompt_rows;
+  int64_t step_prompt_tokens = 0;  // prompt tokens the step computes
 
   // Shared with the callers' threads, under mu.
   mutable std::mutex mu;
@@ -154,20 +190,32 @@ struct Engine::Impl {
   std::thread thread;
 
   Impl(std::shared_ptr<const Model> mod, const EngineOptions& o)
-      : model(std::move(mod)), m(*model->impl().llama), tok(*model->impl().tokenizer), opt(o) {}
+      : model(std::move(mod)),
+        m(*model_impl(*model).llama),
+        tok(*model_impl(*model).tokenizer),
+        opt(o),
+        log(o.log) {}
 
   Status init();
-  Status make_runner();
+  Status make_kv();
   Result<RequestId> submit(Request r);
+  Status check_fits(int64_t n_prompt, int64_t max_tokens) const;
   void loop();
-  void step();
   void take_inbox();
+  bool save_now();
+  void publish_stats();
+
+  // One step: plan -> run -> sample -> deliver.
+  void step();
+  void note_admissions(const SchedulerOutput& out);
+  BatchPlan plan(const SchedulerOutput& out);
+  void count_step(const SchedulerOutput& out);
+  void score_prompts();
+  void sample_all();
+  void deliver();
   void handle_token(Seq* s);
   void finish(Seq* s, FinishReason reason, const std::string& error = "");
-  void publish_stats();
-  void sample_all();
-  void score_prompts();
-  bool save_now();
+  void keep_session(Seq* s);
 };
 
 // Serves a save_sessions() call, on this thread (the sessions and the pool are its own).
@@ -185,54 +233,21 @@ bool Engine::Impl::save_now() {
   return true;
 }
 
-// The GPU when one is usable and asked for (gpu_layers), else the CPU.
-Status Engine::Impl::make_runner() {
-  const int64_t layers = m.config.n_layers;
-  if (opt.gpu_layers < -1) return Status::error("gpu_layers must be -1 (all), 0 or a layer count", StatusCode::kInvalid);
-  if (opt.gpu_layers > 0 && opt.gpu_layers < layers) {
-    return Status::errorf("--gpu-layers %d of %lld: splitting the layers between the GPU and the CPU is not built yet "
-                          "(use 0 for the CPU, or all)",
-                          opt.gpu_layers, static_cast<long long>(layers));
-  }
-  std::string why;
-  if (opt.gpu_layers != 0 && !cuda_devices(&why).empty()) {
-    GpuRunnerOptions go;
-    go.max_batch_tokens = opt.batch_tokens;
-    Result<std::unique_ptr<ModelRunner>> g = make_cuda_runner(m, *kv, go);
-    if (g.ok()) {
-      runner = std::move(g.value());
-      std::fprintf(stderr, "ll3: running on %s\n", runner->where().c_str());
-      return Status();
-    }
-    if (opt.gpu_layers > 0) return g.status();
-    std::fprintf(stderr, "ll3: not on the GPU (%s): running on the CPU\n", g.message().c_str());
-  } else if (opt.gpu_layers > 0) {
-    return Status::error("--gpu-layers: " + (cuda_compiled_archs().empty() ? std::string("this ll3 was built without CUDA") : why));
-  }
-  runner = std::make_unique<LlamaRunner>(m, *kv, *pool, opt.batch_tokens, opt.int8_activations, opt.amx_prompts);
-  return Status();
-}
-
-Status Engine::Impl::init() {
+// The KV pool: kv_memory bytes, else ctx tokens, else min(model context, 16384) tokens.
+Status Engine::Impl::make_kv() {
   const LlamaConfig& c = m.config;
-  if (opt.block_size < 1 || opt.block_size > 1024) return Status::error("block size must be in 1..1024", StatusCode::kInvalid);
-  if (opt.max_seqs < 1) return Status::error("max_seqs must be at least 1", StatusCode::kInvalid);
-  if (opt.batch_tokens < 1) return Status::error("batch_tokens must be at least 1", StatusCode::kInvalid);
-  if (opt.max_queue < 0 || opt.kv_memory < 0 || opt.ctx < 0 || opt.session_memory < 0 || !(opt.batch_wait_ms >= 0)) {
-    return Status::error("engine options must not be negative", StatusCode::kInvalid);
-  }
   const DType kt = kv_dtype(opt.kv_type);
   const int64_t per_token = kv_bytes_per_token(c, kt);
   const int64_t bs = opt.block_size;
   int64_t tokens = opt.ctx > 0 ? opt.ctx : std::min<int64_t>(c.context_length, 16384);
   if (opt.kv_memory > 0) tokens = opt.kv_memory / per_token;
   if (tokens < 1) {
-    return Status::errorf("a KV pool of %lld bytes holds no position (%lld bytes each)",
-                          static_cast<long long>(opt.kv_memory), static_cast<long long>(per_token));
+    return Status::invalid(strprintf("a KV pool of %lld bytes holds no position (%lld bytes each)",
+                                     static_cast<long long>(opt.kv_memory), static_cast<long long>(per_token)),
+                           "kv_memory");
   }
   const int64_t n_blocks = (tokens + bs - 1) / bs;
   max_seq_tokens = std::min<int64_t>(c.context_length, tokens);
-  pool = std::make_unique<ThreadPool>(opt.threads);
   KvCacheConfig kc;
   kc.n_layers = c.n_layers;
   kc.n_kv_heads = c.n_kv_heads;
@@ -243,83 +258,84 @@ Status Engine::Impl::init() {
   Result<std::unique_ptr<KvCache>> k = KvCache::create(kc);
   if (!k.ok()) return k.status();
   kv = std::move(k.value());
-  blocks = std::make_unique<BlockPool>(static_cast<int32_t>(n_blocks), static_cast<int32_t>(bs), model->impl().id);
-  SchedulerOptions so;
-  so.batch_tokens = opt.batch_tokens;
-  so.max_seqs = opt.max_seqs;
-  so.prefix_cache = opt.prefix_cache;
-  sched = std::make_unique<Scheduler>(*blocks, so);
+  const uint64_t model_id = model_impl(*model).id;
+  blocks = std::make_unique<BlockPool>(static_cast<int32_t>(n_blocks), static_cast<int32_t>(bs), model_id);
+  kvm = std::make_unique<KvManager>(*blocks, opt.prefix_cache);
   const int64_t session_blocks = opt.session_memory > 0 ? opt.session_memory / (per_token * bs) : n_blocks / 4;
-  sessions = std::make_unique<SessionStore>(*blocks, *kv, model->impl().id, session_blocks, opt.session_dir);
-  sched->set_reclaim([this] { return sessions->evict_one(); });
-  LL3_RETURN_IF_ERROR(make_runner());
-  for (int t = 0; t < pool->size(); ++t) samplers.push_back(std::make_unique<Sampler>(static_cast<int32_t>(c.n_vocab)));
-  plan_tokens.reserve(static_cast<size_t>(opt.batch_tokens));
-  plan_seqs.reserve(static_cast<size_t>(opt.max_seqs));
-  to_sample.reserve(static_cast<size_t>(opt.max_seqs));
-  sample_rows.reserve(static_cast<size_t>(opt.max_seqs));
-  const int64_t rows = std::min(opt.max_seqs, opt.batch_tokens) + so.prompt_logit_rows;
-  plan_rows.reserve(static_cast<size_t>(rows));
-  prompt_rows.reserve(static_cast<size_t>(rows));
-  logits.resize(static_cast<size_t>(rows * c.n_vocab));
+  sessions = std::make_unique<SessionStore>(*blocks, *kv, model_id, session_blocks, opt.session_dir, log);
+  // Short of blocks, unpinning a session comes before preempting a running sequence.
+  kvm->set_reclaim([this] { return sessions->evict_one(); });
   stats.kv_blocks = n_blocks;
   stats.block_size = bs;
   stats.max_seq_tokens = max_seq_tokens;
+  return Status();
+}
+
+Status Engine::Impl::init() {
+  if (opt.block_size < 1 || opt.block_size > 1024) return Status::invalid("block size must be in 1..1024", "block_size");
+  if (opt.max_seqs < 1) return Status::invalid("max_seqs must be at least 1", "max_seqs");
+  if (opt.batch_tokens < 1) return Status::invalid("batch_tokens must be at least 1", "batch_tokens");
+  if (opt.max_queue < 0 || opt.kv_memory < 0 || opt.ctx < 0 || opt.session_memory < 0 || !(opt.batch_wait_ms >= 0)) {
+    return Status::error("engine options must not be negative", StatusCode::kInvalid);
+  }
+  pool = std::make_unique<ThreadPool>(opt.threads);
+  LL3_RETURN_IF_ERROR(make_kv());
+  SchedulerOptions so;
+  so.batch_tokens = opt.batch_tokens;
+  so.max_seqs = opt.max_seqs;
+  so.max_seq_blocks = (max_seq_tokens + opt.block_size - 1) / opt.block_size;
+  sched = std::make_unique<Scheduler>(*kvm, so);
+  RunnerOptions ro;
+  ro.gpu_layers = opt.gpu_layers;
+  ro.max_batch_tokens = opt.batch_tokens;
+  ro.int8_activations = opt.int8_activations;
+  ro.amx_prompts = opt.amx_prompts;
+  ro.log = log;
+  Result<std::unique_ptr<ModelRunner>> r = make_runner(m, *kv, *pool, ro);
+  if (!r.ok()) return r.status();
+  runner = std::move(r.value());
+  const int64_t V = m.config.n_vocab;
+  for (int t = 0; t < pool->size(); ++t) samplers.push_back(std::make_unique<Sampler>(static_cast<int32_t>(V)));
+  plan_seqs.reserve(static_cast<size_t>(opt.max_seqs));
+  to_sample.reserve(static_cast<size_t>(opt.max_seqs));
+  const int64_t rows = std::min(opt.max_seqs, opt.batch_tokens) + so.prompt_logit_rows;
+  plan_rows.reserve(static_cast<size_t>(rows));
+  prompt_rows.reserve(static_cast<size_t>(rows));
+  logits.resize(static_cast<size_t>(rows * V));
   thread = std::thread([this] { loop(); });
   return Status();
 }
 
-Result<RequestId> Engine::Impl::submit(Request r) {
-  auto invalid = [](const std::string& msg) { return Status::error(msg, StatusCode::kInvalid); };
-  const int64_t V = m.config.n_vocab;
-  if (r.tokens.empty()) {
-    if (r.text.empty()) return invalid("the prompt is empty");
-    r.tokens = tok.encode(r.text, r.add_bos, true);
-    if (r.tokens.empty()) return invalid("the prompt is empty");
-  }
-  for (int32_t t : r.tokens) {
-    if (t < 0 || t >= V) return invalid(strprintf("prompt token id %d is out of range (vocabulary of %lld)", t, static_cast<long long>(V)));
-  }
-  if (Status st = validate(r.sampling); !st.ok()) return invalid(st.message());
-  if (r.top_logprobs < 0 || r.top_logprobs > kMaxTopLogprobs) {
-    return invalid(strprintf("top_logprobs must be in 0..%d, got %d", kMaxTopLogprobs, r.top_logprobs));
-  }
-  if (r.max_tokens < -1) return invalid(strprintf("max_tokens must be >= 0 (-1: until the context is full), got %lld", static_cast<long long>(r.max_tokens)));
-  if (r.session_id.size() > kMaxSessionIdBytes) return invalid("session id longer than 256 bytes");
-  if (r.prompt_logprobs < -1 || r.prompt_logprobs > kMaxTopLogprobs) {
-    return invalid(strprintf("prompt_logprobs must be in -1..%d, got %d", kMaxTopLogprobs, r.prompt_logprobs));
-  }
-  if (r.prompt_logprobs >= 0 && !r.session_id.empty()) {
-    return invalid("prompt log-probabilities need the whole prompt computed: not with a session");
-  }
-  const int64_t n = static_cast<int64_t>(r.tokens.size());
+// Whether a prompt of n tokens, with max_tokens to generate, can ever fit one sequence.
+Status Engine::Impl::check_fits(int64_t n, int64_t max_tokens) const {
   if (n >= max_seq_tokens) {
-    return Status::error(strprintf("the prompt has %lld tokens; a sequence holds at most %lld (context %lld, KV pool %lld)",
-                                   static_cast<long long>(n), static_cast<long long>(max_seq_tokens),
-                                   static_cast<long long>(m.config.context_length),
-                                   static_cast<long long>(stats.kv_blocks * stats.block_size)),
-                         StatusCode::kTooLong);
+    return Status::invalid(strprintf("the prompt has %lld tokens; a sequence holds at most %lld (context %lld, KV pool %lld)",
+                                     static_cast<long long>(n), static_cast<long long>(max_seq_tokens),
+                                     static_cast<long long>(m.config.context_length),
+                                     static_cast<long long>(stats.kv_blocks * stats.block_size)),
+                           "prompt", StatusCode::kTooLong);
   }
-  if (r.max_tokens > 0 && n + r.max_tokens > max_seq_tokens) {
-    return Status::error(strprintf("prompt (%lld tokens) + max_tokens (%lld) = %lld exceed the %lld tokens a sequence can hold",
-                                   static_cast<long long>(n), static_cast<long long>(r.max_tokens),
-                                   static_cast<long long>(n + r.max_tokens), static_cast<long long>(max_seq_tokens)),
-                         StatusCode::kTooLong);
+  if (max_tokens > 0 && n + max_tokens > max_seq_tokens) {
+    return Status::invalid(strprintf("prompt (%lld tokens) + max_tokens (%lld) = %lld exceed the %lld tokens a sequence can hold",
+                                     static_cast<long long>(n), static_cast<long long>(max_tokens),
+                                     static_cast<long long>(n + max_tokens), static_cast<long long>(max_seq_tokens)),
+                           "max_tokens", StatusCode::kTooLong);
   }
+  return Status();
+}
+
+Result<RequestId> Engine::Impl::submit(Request r) {
+  if (r.tokens.empty() && !r.text.empty()) r.tokens = tok.encode(r.text, r.add_bos, true);
+  LL3_RETURN_IF_ERROR(validate_request(r, m.config.n_vocab));
+  const int64_t n = static_cast<int64_t>(r.tokens.size());
+  LL3_RETURN_IF_ERROR(check_fits(n, r.max_tokens));
   auto s = std::make_unique<Seq>(std::move(r), tok);
-  s->st.tokens = std::move(s->req.tokens);
-  s->st.n_prompt = n;
-  // The token list and the block table reach their longest here: reserved now, so that
-  // generating never reallocates them.
-  const int64_t max_len = s->req.max_tokens >= 0 ? n + s->req.max_tokens : max_seq_tokens;
-  s->st.tokens.reserve(static_cast<size_t>(max_len));
-  s->st.blocks.reserve(static_cast<size_t>((max_len + stats.block_size - 1) / stats.block_size));
-  s->st.priority = s->req.priority;
+  s->prompt = std::move(s->req.tokens);
+  s->max_len = s->req.max_tokens >= 0 ? n + s->req.max_tokens : max_seq_tokens;
   if (s->req.prompt_logprobs >= 0) {
-    s->st.all_logits = true;
     s->prompt_lps.resize(static_cast<size_t>(n - 1));
     for (int64_t i = 1; i < n; ++i) {
-      s->prompt_lps[i - 1].token = s->st.tokens[i];
+      s->prompt_lps[i - 1].token = s->prompt[i];
       s->prompt_lps[i - 1].top_logprobs.reserve(static_cast<size_t>(s->req.prompt_logprobs) + 1);
     }
   }
@@ -333,8 +349,7 @@ Result<RequestId> Engine::Impl::submit(Request r) {
                          StatusCode::kUnavailable);
   }
   const RequestId id = next_id++;
-  s->st.id = id;
-  s->st.arrival = id;
+  s->id = id;
   inbox.push_back(std::move(s));
   live.insert(id);
   ++queued;
@@ -355,11 +370,11 @@ void Engine::Impl::take_inbox() {
       Status st = sessions->restore(s->req.session_id);
       if (!st.ok()) {
         s->session_warning = st.message();
-        std::fprintf(stderr, "ll3: %s\n", st.message().c_str());
+        log.warn(st.message());
       }
     }
-    sched->enqueue(&s->st);
-    const RequestId id = s->st.id;
+    sched->add(s->id, std::move(s->prompt), s->max_len, s->req.priority, s->req.prompt_logprobs >= 0);
+    const RequestId id = s->id;
     seqs.emplace(id, std::move(s));
   }
   for (RequestId id : cn) {
@@ -368,8 +383,20 @@ void Engine::Impl::take_inbox() {
   }
 }
 
+// A session's KV stays pinned after its request: the blocks of what it computed, its tail named.
+void Engine::Impl::keep_session(Seq* s) {
+  const SeqState& q = sched->seq(s->id);
+  if (q.n_computed == 0) return;
+  kvm->name_tail(s->id, q.tokens, q.n_computed);
+  const int64_t bs = blocks->block_size();
+  const size_t nb = static_cast<size_t>((q.n_computed + bs - 1) / bs);
+  sessions->pin(s->req.session_id, std::span<const int32_t>(q.tokens).first(static_cast<size_t>(q.n_computed)),
+                kvm->blocks(s->id).first(nb));
+}
+
 void Engine::Impl::finish(Seq* s, FinishReason reason, const std::string& error) {
   s->done = true;
+  const SeqState& q = sched->seq(s->id);
   FinishInfo info;
   info.reason = reason;
   info.error = error;
@@ -379,28 +406,21 @@ void Engine::Impl::finish(Seq* s, FinishReason reason, const std::string& error)
     if (!tail.stopped) info.text += s->stops.flush();
   }
   info.stop_string = std::string(s->stops.matched());
-  info.prompt_tokens = s->st.n_prompt;
-  info.cached_tokens = s->st.cached_tokens;
+  info.prompt_tokens = q.n_prompt;
+  info.cached_tokens = q.cached_tokens;
   info.completion_tokens = s->n_generated;
-  info.preemptions = s->st.preemptions;
+  info.preemptions = q.preemptions;
   const double t = now();
   info.queued_seconds = (s->t_scheduled > 0 ? s->t_scheduled : t) - s->t_submit;
   info.first_token_seconds = s->t_first > 0 ? s->t_first - s->t_submit : 0;
   info.total_seconds = t - s->t_submit;
   info.session_warning = s->session_warning;
-  const bool was_waiting = !s->st.admitted_once;
-  if (!s->req.session_id.empty() && reason != FinishReason::kError && s->st.n_computed > 0) {
-    sched->name_tail(&s->st);
-    const int64_t bs = blocks->block_size();
-    const size_t nb = static_cast<size_t>((s->st.n_computed + bs - 1) / bs);
-    sessions->pin(s->req.session_id,
-                  std::span<const int32_t>(s->st.tokens).first(static_cast<size_t>(s->st.n_computed)),
-                  std::span<const int32_t>(s->st.blocks).first(nb));
-  }
-  sched->remove(&s->st);
+  const bool was_waiting = !q.admitted_once;
+  if (!s->req.session_id.empty() && reason != FinishReason::kError) keep_session(s);
+  sched->remove(s->id);
   if (s->req.on_finish) s->req.on_finish(info);
   std::lock_guard<std::mutex> lk(mu);
-  live.erase(s->st.id);
+  live.erase(s->id);
   if (was_waiting) --queued;
   ++stats.requests_finished;
   settled = false;
@@ -412,9 +432,10 @@ void Engine::Impl::sample_all() {
   const int64_t V = m.config.n_vocab;
   pool->parallel_for_dynamic(static_cast<int64_t>(to_sample.size()), 1, [&](int64_t b, int64_t e, int thread) {
     for (int64_t i = b; i < e; ++i) {
-      Seq* s = to_sample[i];
-      const float* row = &logits[static_cast<size_t>(sample_rows[i] * V)];
-      s->sampled = samplers[thread]->sample(s->sampler, row, s->st.tokens);
+      const SampleRow& sr = to_sample[i];
+      Seq* s = sr.seq;
+      const float* row = &logits[static_cast<size_t>(sr.row * V)];
+      s->sampled = samplers[thread]->sample(s->sampler, row, *sr.history);
       if (!s->req.logprobs && s->req.top_logprobs == 0) continue;
       s->ev.logprob = log_softmax_at(row, V, s->sampled, s->req.top_logprobs, &s->ev.top_logprobs);
     }
@@ -464,115 +485,127 @@ void Engine::Impl::handle_token(Seq* s) {
   } else if (!keep) {
     finish(s, FinishReason::kCancelled);
   } else if ((s->req.max_tokens >= 0 && s->n_generated >= s->req.max_tokens) ||
-             static_cast<int64_t>(s->st.tokens.size()) + 1 > max_seq_tokens) {
+             static_cast<int64_t>(sched->seq(s->id).tokens.size()) + 1 > max_seq_tokens) {
     finish(s, FinishReason::kLength);
   } else {
-    s->st.tokens.push_back(t);
+    sched->append(s->id, t);
   }
 }
 
-void Engine::Impl::step() {
-  const Scheduler::Step& st = sched->schedule();
+// Queue statistics of the sequences this step admitted or preempted.
+void Engine::Impl::note_admissions(const SchedulerOutput& out) {
   const double t0 = now();
-  for (SeqState* a : st.admitted) {
-    Seq* s = seqs.at(a->id).get();
-    if (s->t_scheduled == 0) {
-      s->t_scheduled = t0;
-      std::lock_guard<std::mutex> lk(mu);
-      --queued;
-      stats.prompt_tokens += a->n_prompt;
-      stats.prompt_tokens_cached += a->cached_tokens;
-    }
+  std::lock_guard<std::mutex> lk(mu);
+  for (RequestId id : out.admitted) {
+    Seq* s = seqs.at(id).get();
+    if (s->t_scheduled > 0) continue;  // readmitted after a preemption
+    s->t_scheduled = t0;
+    const SeqState& q = sched->seq(id);
+    --queued;
+    stats.prompt_tokens += q.n_prompt;
+    stats.prompt_tokens_cached += q.cached_tokens;
   }
-  if (!st.preempted.empty()) {
-    std::lock_guard<std::mutex> lk(mu);
-    stats.preemptions += static_cast<int64_t>(st.preempted.size());
-  }
-  if (st.items.empty()) {
-    // Nothing fits even with every cached block evicted and every session unpinned: the
-    // oldest waiting request cannot run (submit's checks make this unreachable).
-    if (sched->running().empty() && !sched->waiting().empty()) {
-      finish(seqs.at(sched->waiting().front()->id).get(), FinishReason::kError, "the request does not fit the KV pool");
-    }
-    return;
-  }
-  // Copy on write of partly matching cached blocks, before anything writes the pool.
-  for (const Scheduler::Copy& c : st.copies) kv->copy_positions(c.src, c.dst, c.n_tokens);
-  plan_tokens.clear();
+  stats.preemptions += static_cast<int64_t>(out.preempted.size());
+}
+
+// The runner's view of the step, and which logits rows are sampled or score a prompt.
+BatchPlan Engine::Impl::plan(const SchedulerOutput& out) {
   plan_seqs.clear();
   plan_rows.clear();
   to_sample.clear();
-  sample_rows.clear();
   prompt_rows.clear();
-  int64_t prompt_computed = 0;
-  for (const Scheduler::Item& it : st.items) {
-    SeqState* q = it.seq;
+  step_prompt_tokens = 0;
+  for (const ScheduledSeq& it : out.seqs) {
     SeqBatch sb;
-    sb.n_past = static_cast<int32_t>(q->n_computed);
-    sb.token_begin = static_cast<int32_t>(plan_tokens.size());
+    sb.n_past = static_cast<int32_t>(it.n_past);
+    sb.token_begin = it.token_begin;
     sb.n_tokens = static_cast<int32_t>(it.n_tokens);
-    sb.block_table = q->blocks;
-    plan_tokens.insert(plan_tokens.end(), q->tokens.begin() + q->n_computed, q->tokens.begin() + q->n_computed + it.n_tokens);
+    sb.block_table = out.block_table(it);
     plan_seqs.push_back(sb);
-    Seq* s = seqs.at(q->id).get();
+    Seq* s = seqs.at(it.id).get();
+    const SeqState& q = sched->seq(it.id);
     if (it.all_logits) {
-      // Every row: row i scores prompt token n_computed + i + 1 (the last row of the prompt
-      // scores none; it samples).
+      // Every row: row i scores prompt token n_past + i + 1 (the last row of the prompt scores
+      // none; it samples).
       for (int64_t i = 0; i < it.n_tokens; ++i) {
-        const int64_t pos = q->n_computed + i;
-        if (pos + 1 < q->n_prompt) prompt_rows.push_back({s, pos, static_cast<int32_t>(plan_rows.size())});
+        const int64_t pos = it.n_past + i;
+        if (pos + 1 < q.n_prompt) prompt_rows.push_back({s, pos, static_cast<int32_t>(plan_rows.size())});
         if (i + 1 < it.n_tokens) plan_rows.push_back(sb.token_begin + static_cast<int32_t>(i));
       }
     }
-    if (it.logits || it.all_logits) plan_rows.push_back(static_cast<int32_t>(plan_tokens.size() - 1));
-    if (it.logits) {
-      to_sample.push_back(s);
-      sample_rows.push_back(static_cast<int32_t>(plan_rows.size() - 1));
-    }
-    prompt_computed += std::max<int64_t>(0, std::min(q->n_computed + it.n_tokens, q->n_prompt) - q->n_computed);
+    const int32_t last = sb.token_begin + sb.n_tokens - 1;
+    if (it.logits || it.all_logits) plan_rows.push_back(last);
+    if (it.logits) to_sample.push_back({s, &q.tokens, static_cast<int32_t>(plan_rows.size() - 1)});
+    step_prompt_tokens += std::max<int64_t>(0, std::min(it.n_past + it.n_tokens, q.n_prompt) - it.n_past);
   }
-  BatchPlan plan;
-  plan.tokens = plan_tokens;
-  plan.seqs = plan_seqs;
-  plan.logit_rows = plan_rows;
-  Status fs = runner->forward(plan, logits.data());
-  if (!fs.ok()) {
-    for (const Scheduler::Item& it : st.items) finish(seqs.at(it.seq->id).get(), FinishReason::kError, fs.message());
-    return;
-  }
-  sched->computed(st);
-  {
-    std::lock_guard<std::mutex> lk(mu);
-    ++stats.steps;
-    stats.prompt_tokens_computed += prompt_computed;
-    auto bucket = [](int64_t n) {
-      size_t b = 0;
-      while (b < kStepBucketBounds.size() && static_cast<double>(n) > kStepBucketBounds[b]) ++b;
-      return b;
-    };
-    ++stats.step_tokens[bucket(st.n_tokens)];
-    ++stats.step_seqs[bucket(static_cast<int64_t>(st.items.size()))];
-    stats.step_tokens_sum += st.n_tokens;
-    stats.step_seqs_sum += static_cast<int64_t>(st.items.size());
-  }
-  score_prompts();
-  sample_all();
-  for (Seq* s : to_sample) {
+  BatchPlan p;
+  p.tokens = out.tokens;
+  p.seqs = plan_seqs;
+  p.logit_rows = plan_rows;
+  return p;
+}
+
+// Step statistics: counts and the histograms of tokens and sequences per step.
+void Engine::Impl::count_step(const SchedulerOutput& out) {
+  auto bucket = [](int64_t n) {
+    size_t b = 0;
+    while (b < kStepBucketBounds.size() && static_cast<double>(n) > kStepBucketBounds[b]) ++b;
+    return b;
+  };
+  const int64_t n_seqs = static_cast<int64_t>(out.seqs.size());
+  std::lock_guard<std::mutex> lk(mu);
+  ++stats.steps;
+  stats.prompt_tokens_computed += step_prompt_tokens;
+  ++stats.step_tokens[bucket(out.n_tokens)];
+  ++stats.step_seqs[bucket(n_seqs)];
+  stats.step_tokens_sum += out.n_tokens;
+  stats.step_seqs_sum += n_seqs;
+}
+
+// Hands each sampled token to its request (after the prompt's log-probabilities, if asked).
+void Engine::Impl::deliver() {
+  for (const SampleRow& sr : to_sample) {
+    Seq* s = sr.seq;
     if (s->done) continue;
-    if (s->st.all_logits) {
+    if (sched->seq(s->id).all_logits) {
       // The prompt is scored: hand it over before the first token (and use the cache again if
       // the sequence is ever recomputed).
-      s->st.all_logits = false;
+      sched->prompt_scored(s->id);
       if (s->req.on_prompt) s->req.on_prompt(s->prompt_lps);
     }
     handle_token(s);
   }
 }
 
+void Engine::Impl::step() {
+  const SchedulerOutput& out = sched->schedule();
+  note_admissions(out);
+  if (out.seqs.empty()) {
+    // Nothing fits even with every cached block evicted and every session unpinned: the
+    // oldest waiting request cannot run (submit's checks make this unreachable).
+    if (sched->n_running() == 0 && sched->n_waiting() > 0) {
+      finish(seqs.at(sched->next_waiting()).get(), FinishReason::kError, "the request does not fit the KV pool");
+    }
+    return;
+  }
+  // Copy on write of partly matching cached blocks, before anything writes the pool.
+  for (const BlockCopy& c : out.copies) kv->copy_positions(c.src, c.dst, c.n_tokens);
+  Status st = runner->forward(plan(out), logits.data());
+  if (!st.ok()) {
+    for (const ScheduledSeq& it : out.seqs) finish(seqs.at(it.id).get(), FinishReason::kError, st.message());
+    return;
+  }
+  sched->computed(out);
+  count_step(out);
+  score_prompts();
+  sample_all();
+  deliver();
+}
+
 void Engine::Impl::publish_stats() {
   std::lock_guard<std::mutex> lk(mu);
-  stats.requests_running = static_cast<int64_t>(sched->running().size());
-  stats.requests_waiting = static_cast<int64_t>(sched->waiting().size() + inbox.size());  // preempted ones too
+  stats.requests_running = static_cast<int64_t>(sched->n_running());
+  stats.requests_waiting = static_cast<int64_t>(sched->n_waiting() + inbox.size());  // preempted ones too
   stats.kv_blocks_used = blocks->used_blocks();
   stats.kv_blocks_cached = blocks->cached_blocks();
   stats.sessions = sessions->sessions();
@@ -594,7 +627,7 @@ void Engine::Impl::loop() {
           // Idle: save the sessions now, off any request's path.
           lk.unlock();
           Status st = sessions->save_all();
-          if (!st.ok()) std::fprintf(stderr, "ll3: %s\n", st.message().c_str());
+          if (!st.ok()) log.warn(st.message());
           lk.lock();
           continue;
         }
@@ -621,7 +654,7 @@ void Engine::Impl::loop() {
   }
   seqs.clear();
   Status st = sessions->save_all();
-  if (!st.ok()) std::fprintf(stderr, "ll3: %s\n", st.message().c_str());
+  if (!st.ok()) log.warn(st.message());
   publish_stats();
 }
 

@@ -38,19 +38,28 @@ uint64_t model_identity(const LlamaModel& m) {
 }
 
 std::shared_ptr<const Model> make_model(std::unique_ptr<LlamaModel> llama, std::unique_ptr<Tokenizer> tokenizer) {
-  auto impl = std::make_unique<Model::Impl>();
+  auto impl = std::make_unique<ModelAccess::Impl>();
   impl->id = model_identity(*llama);
   impl->name = !llama->config.name.empty() ? llama->config.name
                                            : std::filesystem::path(llama->path).filename().string();
   impl->llama = std::move(llama);
   impl->tokenizer = std::move(tokenizer);
-  return std::make_shared<const Model>(std::move(impl));
+  return ModelAccess::make(std::move(impl));
 }
 
-Result<std::shared_ptr<const Model>> Model::load(const std::string& path, bool row_layout) {
+LoadOptions load_options(const ModelLoadOptions& options) {
   LoadOptions lo;
-  lo.decode_panels = !row_layout;
-  Result<std::unique_ptr<LlamaModel>> m = LlamaModel::load(path, lo);
+  lo.decode_panels = !options.row_layout;
+  switch (options.memory) {
+    case ModelLoadOptions::Memory::kAuto: lo.weights = WeightMemory::kAuto; break;
+    case ModelLoadOptions::Memory::kMapped: lo.weights = WeightMemory::kMap; break;
+    case ModelLoadOptions::Memory::kHugePages: lo.weights = WeightMemory::kHugePages; break;
+  }
+  return lo;
+}
+
+Result<std::shared_ptr<const Model>> Model::load(const std::string& path, const ModelLoadOptions& options) {
+  Result<std::unique_ptr<LlamaModel>> m = LlamaModel::load(path, load_options(options));
   if (!m.ok()) return m.status();
   Result<std::unique_ptr<Tokenizer>> t = load_model_tokenizer(*m.value());
   if (!t.ok()) return t.status();

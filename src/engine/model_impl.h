@@ -24,7 +24,19 @@ struct Model::Impl {
 // three rows of each (first, middle, last), as the file stores them.
 uint64_t model_identity(const LlamaModel& m);
 
+// The library's access to what the public Model hides.
+struct ModelAccess {
+  using Impl = Model::Impl;
+  static const Impl& impl(const Model& m) { return *m.impl_; }
+  static std::shared_ptr<const Model> make(std::unique_ptr<Impl> impl) {
+    return std::shared_ptr<const Model>(new Model(std::move(impl)));
+  }
+};
+inline const ModelAccess::Impl& model_impl(const Model& m) { return ModelAccess::impl(m); }
+
 // Wraps a loaded model and its tokenizer.
 std::shared_ptr<const Model> make_model(std::unique_ptr<LlamaModel> llama, std::unique_ptr<Tokenizer> tokenizer);
+// The library's load options for the public ones.
+LoadOptions load_options(const ModelLoadOptions& options);
 
 }  // namespace ll3

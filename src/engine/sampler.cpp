@@ -49,23 +49,23 @@ int32_t argmax(const float* logits, int32_t n) {
 Status validate(const SamplingParams& p, const SamplingFieldNames& n) {
   auto finite = [](float v) { return std::isfinite(v); };
   if (!finite(p.temperature) || p.temperature < 0) {
-    return Status::errorf("%s must be a finite number >= 0 (0: greedy), got %g", n.temperature, p.temperature);
+    return Status::invalid(strprintf("%s must be a finite number >= 0 (0: greedy), got %g", n.temperature, p.temperature), n.temperature);
   }
   if (!finite(p.top_p) || p.top_p <= 0 || p.top_p > 1) {
-    return Status::errorf("%s must be in (0, 1], got %g", n.top_p, p.top_p);
+    return Status::invalid(strprintf("%s must be in (0, 1], got %g", n.top_p, p.top_p), n.top_p);
   }
   if (!finite(p.min_p) || p.min_p < 0 || p.min_p > 1) {
-    return Status::errorf("%s must be in [0, 1], got %g", n.min_p, p.min_p);
+    return Status::invalid(strprintf("%s must be in [0, 1], got %g", n.min_p, p.min_p), n.min_p);
   }
   if (!finite(p.repeat_penalty) || p.repeat_penalty <= 0) {
-    return Status::errorf("%s must be a finite number > 0 (1: off), got %g", n.repeat_penalty, p.repeat_penalty);
+    return Status::invalid(strprintf("%s must be a finite number > 0 (1: off), got %g", n.repeat_penalty, p.repeat_penalty), n.repeat_penalty);
   }
-  if (p.repeat_last_n < -1) return Status::errorf("%s must be >= -1 (-1: all), got %d", n.repeat_last_n, p.repeat_last_n);
+  if (p.repeat_last_n < -1) return Status::invalid(strprintf("%s must be >= -1 (-1: all), got %d", n.repeat_last_n, p.repeat_last_n), n.repeat_last_n);
   if (!finite(p.presence_penalty) || std::fabs(p.presence_penalty) > 2) {
-    return Status::errorf("%s must be in [-2, 2], got %g", n.presence_penalty, p.presence_penalty);
+    return Status::invalid(strprintf("%s must be in [-2, 2], got %g", n.presence_penalty, p.presence_penalty), n.presence_penalty);
   }
   if (!finite(p.frequency_penalty) || std::fabs(p.frequency_penalty) > 2) {
-    return Status::errorf("%s must be in [-2, 2], got %g", n.frequency_penalty, p.frequency_penalty);
+    return Status::invalid(strprintf("%s must be in [-2, 2], got %g", n.frequency_penalty, p.frequency_penalty), n.frequency_penalty);
   }
   return Status();
 }

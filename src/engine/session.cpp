@@ -28,7 +28,7 @@ Result<std::unique_ptr<Session>> Session::create(const LlamaModel& model, const 
   if (!kv.ok()) return kv.status();
   s->kv_ = std::move(kv.value());
   s->pool_blocks_ = std::make_unique<BlockPool>(static_cast<int32_t>(kc.n_blocks), static_cast<int32_t>(kc.block_size), 0);
-  s->runner_ = std::make_unique<LlamaRunner>(model, *s->kv_, *s->pool_, s->batch_, opt.int8_activations,
+  s->runner_ = std::make_unique<CpuRunner>(model, *s->kv_, *s->pool_, s->batch_, opt.int8_activations,
                                              opt.amx_prompts);
   if (opt.tap) s->runner_->set_tap(opt.tap);
   s->history_.reserve(static_cast<size_t>(s->context_));

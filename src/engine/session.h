@@ -13,7 +13,7 @@
 #include "core/thread_pool.h"
 #include "kv/block_pool.h"
 #include "kv/kv_cache.h"
-#include "model/llama_forward.h"
+#include "backend/cpu/cpu_runner.h"
 #include "model/llama_model.h"
 
 namespace ll3 {
@@ -30,7 +30,7 @@ struct SessionOptions {
   // tiles where the CPU has them (faster prompts; bf16 rounding instead of 8-bit activations,
   // so another answer than the decode path and every other CPU gives: off unless asked for).
   bool amx_prompts = false;
-  ActivationTap tap;  // see llama_forward.h; debugging only
+  ActivationTap tap;  // see backend/cpu/cpu_runner.h; debugging only
 };
 
 class Session {
@@ -65,7 +65,7 @@ class Session {
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<KvCache> kv_;
   std::unique_ptr<BlockPool> pool_blocks_;  // its blocks (no prefix naming: one sequence)
-  std::unique_ptr<LlamaRunner> runner_;
+  std::unique_ptr<CpuRunner> runner_;
   std::vector<int32_t> blocks_;   // block table of this sequence
   std::vector<int32_t> history_;  // tokens in the cache
   std::vector<float> logits_;

@@ -9,8 +9,9 @@
 
 namespace ll3 {
 
-SessionStore::SessionStore(BlockPool& pool, KvCache& kv, uint64_t model_id, int64_t max_blocks, std::string dir)
-    : pool_(pool), kv_(kv), model_id_(model_id), max_blocks_(max_blocks), dir_(std::move(dir)) {}
+SessionStore::SessionStore(BlockPool& pool, KvCache& kv, uint64_t model_id, int64_t max_blocks, std::string dir,
+                           Logger log)
+    : pool_(pool), kv_(kv), model_id_(model_id), max_blocks_(max_blocks), dir_(std::move(dir)), log_(std::move(log)) {}
 
 SessionStore::~SessionStore() {
   while (!entries_.empty()) unpin(entries_.size() - 1);
@@ -75,7 +76,7 @@ bool SessionStore::evict_one() {
   }
   if (entries_[lru].dirty && !dir_.empty()) {
     Status st = save(entries_[lru]);
-    if (!st.ok()) std::fprintf(stderr, "ll3: session %s: %s\n", entries_[lru].id.c_str(), st.message().c_str());
+    if (!st.ok()) log_.warn("session " + entries_[lru].id + ": " + st.message());
   }
   unpin(lru);
   return true;

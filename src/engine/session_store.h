@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/log.h"
 #include "core/status.h"
 #include "kv/block_pool.h"
 #include "kv/kv_cache.h"
@@ -18,7 +19,7 @@ namespace ll3 {
 
 class SessionStore {
  public:
-  SessionStore(BlockPool& pool, KvCache& kv, uint64_t model_id, int64_t max_blocks, std::string dir);
+  SessionStore(BlockPool& pool, KvCache& kv, uint64_t model_id, int64_t max_blocks, std::string dir, Logger log = {});
   ~SessionStore();
 
   // After a request of session `id` ended with KV for `tokens` in `blocks`: pins those blocks
@@ -58,6 +59,7 @@ class SessionStore {
   uint64_t model_id_;
   int64_t max_blocks_;
   std::string dir_;
+  Logger log_;
   uint64_t clock_ = 0;
   std::vector<Entry> entries_;
 };

@@ -5,6 +5,16 @@
 
 namespace ll3::server {
 
+namespace {
+
+// The request field the engine named (a Request member), as the API calls it.
+std::string api_param(const std::string& field, Endpoint endpoint) {
+  if (field == "prompt") return endpoint == Endpoint::kChatCompletions ? "messages" : "prompt";
+  return field;
+}
+
+}  // namespace
+
 ApiError submit_error(const Status& st, Endpoint endpoint, bool shutting_down) {
   ApiError e;
   e.message = st.message();
@@ -12,14 +22,13 @@ ApiError submit_error(const Status& st, Endpoint endpoint, bool shutting_down) {
     case StatusCode::kInvalid:
       e.status = 400;
       e.type = "invalid_request_error";
+      e.param = api_param(st.field(), endpoint);
       break;
     case StatusCode::kTooLong:
       e.status = 400;
       e.type = "invalid_request_error";
       e.code = "context_length_exceeded";
-      e.param = st.message().find("max_tokens") != std::string::npos
-                    ? "max_tokens"
-                    : endpoint == Endpoint::kChatCompletions ? "messages" : "prompt";
+      e.param = api_param(st.field(), endpoint);
       break;
     case StatusCode::kUnavailable:
       if (shutting_down) {

@@ -229,7 +229,9 @@ ApiError parse_common(const ojson& b, ApiRequest* r) {
   }
   RETURN_IF_API_ERROR(get_bool(b, "ignore_eos", &r->base.ignore_eos));
   RETURN_IF_API_ERROR(get_string(b, "session_id", &r->base.session_id));
-  if (r->base.session_id.size() > 256) return invalid_request("'session_id' is longer than 256 bytes", "session_id");
+  if (r->base.session_id.size() > kMaxSessionIdBytes) {
+    return invalid_request("'session_id' is longer than " + std::to_string(kMaxSessionIdBytes) + " bytes", "session_id");
+  }
   if (field(b, "priority")) {
     RETURN_IF_API_ERROR(get_int(b, "priority", -1000000, 1000000, &v));
     r->base.priority = static_cast<int>(v);

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "ll3/limits.h"
 #include "ll3/request.h"
 
 namespace ll3::server {
@@ -56,7 +57,6 @@ inline constexpr size_t kMaxPrompts = 1024;
 inline constexpr size_t kMaxChoices = 1024;  // prompts x n
 inline constexpr size_t kMaxStopStrings = 16;
 inline constexpr size_t kMaxStopBytes = 1024;
-inline constexpr int kMaxTopLogprobs = 20;
 inline constexpr int kMaxJsonDepth = 64;
 
 struct ApiRequest {

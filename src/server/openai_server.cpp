@@ -432,7 +432,7 @@ const std::string& OpenAiServer::host() const { return impl_->http->host(); }
 void OpenAiServer::set_engine(std::shared_ptr<const Model> model_ptr, std::unique_ptr<Engine> engine) {
   Impl& s = *impl_;
   const Model& model = *model_ptr;
-  const Tokenizer& tok = *model.impl().tokenizer;
+  const Tokenizer& tok = *model_impl(model).tokenizer;
   ModelInfo info;
   info.id = s.opt.alias.empty() ? model.name() : s.opt.alias;
   info.chat_template = s.opt.chat_template.empty() ? tok.vocab().chat_template : s.opt.chat_template;

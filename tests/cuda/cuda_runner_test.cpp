@@ -1,4 +1,4 @@
-// The forward pass on the GPU (backend/gpu_runner.h) against the CPU runner with float
+// The forward pass on the GPU (backend/cuda/cuda_runner.h) against the CPU runner with float
 // activations, on small random models of every weight type the runner takes; batched steps
 // equal to solo ones; the device's KV mirror following the host cache (copy on write) and
 // filling it. Without a CUDA device every test skips and says why (the runner still compiles).
@@ -13,14 +13,14 @@
 
 #include "backend/backend.h"
 #include "require_gpu.h"
-#include "backend/gpu_runner.h"
+#include "backend/cuda/cuda_runner.h"
 #include "core/half.h"
 #include "core/thread_pool.h"
 #include "io/gguf_writer.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/type_traits.h"
 #include "kv/kv_cache.h"
-#include "model/llama_forward.h"
+#include "backend/cpu/cpu_runner.h"
 #include "model/llama_model.h"
 
 namespace ll3 {
@@ -155,7 +155,7 @@ TEST_P(CudaRunnerTypes, MatchesTheCpuRunner) {
   ModelRunner& gpu = *g.runner;
   ThreadPool pool(2);
   std::unique_ptr<KvCache> kv_cpu = make_kv();
-  LlamaRunner cpu(*g.model, *kv_cpu, pool, 64, /*int8_activations=*/false);
+  CpuRunner cpu(*g.model, *kv_cpu, pool, 64, /*int8_activations=*/false);
 
   // Sequence A: 37 prompt tokens, then decode. Sequence B: 5 prompt tokens.
   const std::vector<int32_t> ta = {0, 1, 2, 3}, tb = {8, 9};

@@ -347,7 +347,7 @@ double log_softmax(const float* row, int64_t V, int32_t t) {
 std::vector<double> reference_prompt_logprobs(const std::vector<int32_t>& prompt) {
   SessionOptions so;
   so.threads = 2;
-  auto s = Session::create(*shared_model()->impl().llama, so);
+  auto s = Session::create(*model_impl(*shared_model()).llama, so);
   EXPECT_TRUE(s.ok()) << s.message();
   EXPECT_TRUE((*s)->eval(prompt, true).ok());
   const int64_t V = (*s)->n_vocab();

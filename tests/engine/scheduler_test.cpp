@@ -4,66 +4,67 @@
 
 #include <gtest/gtest.h>
 
-#include <memory>
 #include <numeric>
+#include <span>
+#include <vector>
 
 namespace ll3 {
 namespace {
 
 struct Fixture {
-  Fixture(int32_t n_blocks, int32_t bs, int64_t budget, int64_t max_seqs)
-      : pool(n_blocks, bs, 11), sched(pool, SchedulerOptions{budget, max_seqs, true}) {}
-  SeqState* add(int n_prompt, int first_token, int priority = 0) {
-    auto s = std::make_unique<SeqState>();
-    s->id = s->arrival = seqs.size() + 1;
-    s->priority = priority;
-    s->tokens.resize(static_cast<size_t>(n_prompt));
-    std::iota(s->tokens.begin(), s->tokens.end(), first_token);
-    s->n_prompt = n_prompt;
-    sched.enqueue(s.get());
-    seqs.push_back(std::move(s));
-    return seqs.back().get();
+  Fixture(int32_t n_blocks, int32_t bs, int64_t budget, int64_t max_seqs, int64_t prompt_logit_rows = 32)
+      : pool(n_blocks, bs, 11), kv(pool, true), sched(kv, SchedulerOptions{budget, max_seqs, prompt_logit_rows}) {}
+  // Queues a prompt of n tokens first_token, first_token + 1, ...; returns its id.
+  uint64_t add(int n_prompt, int first_token, int priority = 0, bool all_logits = false) {
+    std::vector<int32_t> tokens(static_cast<size_t>(n_prompt));
+    std::iota(tokens.begin(), tokens.end(), first_token);
+    const uint64_t id = ++next_id;
+    sched.add(id, std::move(tokens), n_prompt + 64, priority, all_logits);
+    return id;
   }
   // Runs a step as the engine would: computed, then a sampled token for each logits row.
-  const Scheduler::Step& step() {
-    const Scheduler::Step& st = sched.schedule();
-    sched.computed(st);
-    for (const Scheduler::Item& it : st.items) {
-      if (it.logits) it.seq->tokens.push_back(7);
+  const SchedulerOutput& step() {
+    const SchedulerOutput& out = sched.schedule();
+    sched.computed(out);
+    for (const ScheduledSeq& it : out.seqs) {
+      if (it.logits) sched.append(it.id, 7);
     }
-    return st;
+    return out;
   }
+  const SeqState& q(uint64_t id) const { return sched.seq(id); }
+  std::span<const int32_t> blocks(uint64_t id) const { return kv.blocks(id); }
   BlockPool pool;
+  KvManager kv;
   Scheduler sched;
-  std::vector<std::unique_ptr<SeqState>> seqs;
+  uint64_t next_id = 0;
 };
 
-std::vector<std::pair<uint64_t, int64_t>> items(const Scheduler::Step& st) {
-  std::vector<std::pair<uint64_t, int64_t>> out;
-  for (const Scheduler::Item& it : st.items) out.push_back({it.seq->id, it.n_tokens});
-  return out;
+std::vector<std::pair<uint64_t, int64_t>> items(const SchedulerOutput& out) {
+  std::vector<std::pair<uint64_t, int64_t>> v;
+  for (const ScheduledSeq& it : out.seqs) v.push_back({it.id, it.n_tokens});
+  return v;
 }
 
 TEST(Scheduler, ChunksLongPromptsWithinTheBudgetAndDecodesFirst) {
   Fixture f(64, 4, 8, 8);
-  SeqState* a = f.add(3, 100);
-  SeqState* b = f.add(20, 200);
-  const Scheduler::Step& s1 = f.step();
+  const uint64_t a = f.add(3, 100);
+  const uint64_t b = f.add(20, 200);
+  const SchedulerOutput& s1 = f.step();
   EXPECT_EQ(items(s1), (std::vector<std::pair<uint64_t, int64_t>>{{1, 3}, {2, 5}}));
-  EXPECT_TRUE(s1.items[0].logits);
-  EXPECT_FALSE(s1.items[1].logits);
+  EXPECT_TRUE(s1.seqs[0].logits);
+  EXPECT_FALSE(s1.seqs[1].logits);
   // a decodes one token per step; b's prompt comes in chunks of what is left of the budget.
-  const Scheduler::Step& s2 = f.step();
+  const SchedulerOutput& s2 = f.step();
   EXPECT_EQ(items(s2), (std::vector<std::pair<uint64_t, int64_t>>{{1, 1}, {2, 7}}));
-  const Scheduler::Step& s3 = f.step();
+  const SchedulerOutput& s3 = f.step();
   EXPECT_EQ(items(s3), (std::vector<std::pair<uint64_t, int64_t>>{{1, 1}, {2, 7}}));
-  const Scheduler::Step& s4 = f.step();
+  const SchedulerOutput& s4 = f.step();
   EXPECT_EQ(items(s4), (std::vector<std::pair<uint64_t, int64_t>>{{1, 1}, {2, 1}}));
-  EXPECT_TRUE(s4.items[1].logits);
-  EXPECT_EQ(b->n_computed, 20);
-  EXPECT_EQ(a->n_computed, 6);
-  EXPECT_EQ(a->blocks.size(), 2u);  // 6 positions in blocks of 4
-  EXPECT_EQ(b->blocks.size(), 5u);
+  EXPECT_TRUE(s4.seqs[1].logits);
+  EXPECT_EQ(f.q(b).n_computed, 20);
+  EXPECT_EQ(f.q(a).n_computed, 6);
+  EXPECT_EQ(f.blocks(a).size(), 2u);  // 6 positions in blocks of 4
+  EXPECT_EQ(f.blocks(b).size(), 5u);
 }
 
 TEST(Scheduler, AdmitsByPriorityThenArrivalWithinMaxSeqs) {
@@ -71,117 +72,109 @@ TEST(Scheduler, AdmitsByPriorityThenArrivalWithinMaxSeqs) {
   f.add(4, 0);
   f.add(4, 10);
   f.add(4, 20, /*priority=*/5);
-  const Scheduler::Step& s1 = f.step();
+  const SchedulerOutput& s1 = f.step();
   EXPECT_EQ(items(s1), (std::vector<std::pair<uint64_t, int64_t>>{{3, 4}, {1, 4}}));
-  EXPECT_EQ(f.sched.waiting().size(), 1u);
-  EXPECT_EQ(f.sched.waiting()[0]->id, 2u);
+  EXPECT_EQ(f.sched.n_waiting(), 1u);
+  EXPECT_EQ(f.sched.next_waiting(), 2u);
   // The third waits until one finishes.
-  f.sched.remove(f.seqs[0].get());
-  const Scheduler::Step& s2 = f.step();
+  f.sched.remove(1);
+  const SchedulerOutput& s2 = f.step();
   EXPECT_EQ(items(s2), (std::vector<std::pair<uint64_t, int64_t>>{{3, 1}, {2, 4}}));
 }
 
 TEST(Scheduler, ReusesACachedPrefixAndCopiesThePartialBlock) {
   Fixture f(64, 4, 100, 4);
-  SeqState* a = f.add(10, 500);
+  const uint64_t a = f.add(10, 500);
   f.step();
   f.sched.remove(a);  // its 2 full blocks and the 2-token tail stay cached
   EXPECT_EQ(f.pool.cached_blocks(), 3);
-  SeqState* b = f.add(13, 500);  // the same 10 tokens, then 3 more
-  const Scheduler::Step& st = f.step();
-  EXPECT_EQ(b->cached_tokens, 10);
+  const uint64_t b = f.add(13, 500);  // the same 10 tokens, then 3 more
+  const SchedulerOutput& st = f.step();
+  EXPECT_EQ(f.q(b).cached_tokens, 10);
   ASSERT_EQ(st.copies.size(), 1u);
   EXPECT_EQ(st.copies[0].n_tokens, 2);
   EXPECT_EQ(st.copies[0].src, 2);  // a's tail block
-  EXPECT_EQ(b->blocks[0], 0);
-  EXPECT_EQ(b->blocks[1], 1);
-  EXPECT_EQ(b->blocks[2], st.copies[0].dst);
+  EXPECT_EQ(f.blocks(b)[0], 0);
+  EXPECT_EQ(f.blocks(b)[1], 1);
+  EXPECT_EQ(f.blocks(b)[2], st.copies[0].dst);
+  // The step hands out the same table as plain data.
+  const std::span<const int32_t> table = st.block_table(st.seqs[0]);
+  EXPECT_EQ(std::vector<int32_t>(table.begin(), table.end()), std::vector<int32_t>(f.blocks(b).begin(), f.blocks(b).end()));
   EXPECT_NE(st.copies[0].dst, 2);
-  EXPECT_EQ(items(st), (std::vector<std::pair<uint64_t, int64_t>>{{2, 3}}));
+  EXPECT_EQ(items(st), (std::vector<std::pair<uint64_t, int64_t>>{{b, 3}}));
   // A prompt equal to a cached one still computes its last token (for its logits).
-  SeqState* c = f.add(8, 500);
-  const Scheduler::Step& s2 = f.step();
-  EXPECT_EQ(c->cached_tokens, 7);
-  EXPECT_EQ(s2.items.back().n_tokens, 1);
+  const uint64_t c = f.add(8, 500);
+  const SchedulerOutput& s2 = f.step();
+  EXPECT_EQ(f.q(c).cached_tokens, 7);
+  EXPECT_EQ(s2.seqs.back().n_tokens, 1);
 }
 
 TEST(Scheduler, PreemptsTheNewestWhenThePoolIsFullAndRecomputesIt) {
   // 6 blocks of 2: two sequences of 4-token prompts growing until the pool runs out.
   Fixture f(6, 2, 100, 4);
-  SeqState* a = f.add(4, 0);
-  SeqState* b = f.add(4, 100);
+  const uint64_t a = f.add(4, 0);
+  const uint64_t b = f.add(4, 100);
   f.step();  // both prefill: 4 blocks
   EXPECT_EQ(f.pool.used_blocks(), 4);
   f.step();  // decode: positions 4 -> 2 more blocks, the pool is full
   EXPECT_EQ(f.pool.used_blocks(), 6);
-  f.step();
-  f.step();  // position 6 needs a 4th block for each: b (the newest) is preempted
-  bool preempted = false;
-  for (int i = 0; i < 3 && !preempted; ++i) preempted = !f.step().preempted.empty();
-  EXPECT_EQ(b->preemptions, 1);
-  EXPECT_EQ(a->preemptions, 0);
-  EXPECT_FALSE(b->running);
-  EXPECT_EQ(b->n_computed, 0);
-  EXPECT_TRUE(b->blocks.empty());
-  EXPECT_EQ(f.sched.waiting().front(), b);
+  EXPECT_TRUE(f.step().preempted.empty());  // position 5 fits the 3rd blocks
+  // Position 6 needs a 4th block for each: a, the oldest, grows into b's, and b (the newest)
+  // is preempted, in this step and no other.
+  const SchedulerOutput& st6 = f.step();
+  EXPECT_EQ(st6.preempted, std::vector<uint64_t>{b});
+  EXPECT_EQ(items(st6), (std::vector<std::pair<uint64_t, int64_t>>{{a, 1}}));
+  EXPECT_EQ(f.q(b).preemptions, 1);
+  EXPECT_EQ(f.q(a).preemptions, 0);
+  EXPECT_FALSE(f.q(b).running);
+  EXPECT_EQ(f.q(b).n_computed, 0);
+  EXPECT_TRUE(f.blocks(b).empty());
+  EXPECT_EQ(f.sched.next_waiting(), b);
   // Once a finishes, b is admitted again and recomputes from its cached full blocks.
   f.sched.remove(a);
-  const Scheduler::Step& st = f.step();
-  ASSERT_EQ(st.items.size(), 1u);
-  EXPECT_EQ(st.items[0].seq, b);
-  EXPECT_TRUE(st.items[0].logits);
-  EXPECT_EQ(b->n_computed, static_cast<int64_t>(b->tokens.size()) - 1);
+  const SchedulerOutput& st = f.step();
+  ASSERT_EQ(st.seqs.size(), 1u);
+  EXPECT_EQ(st.seqs[0].id, b);
+  EXPECT_TRUE(st.seqs[0].logits);
+  EXPECT_EQ(f.q(b).n_computed, static_cast<int64_t>(f.q(b).tokens.size()) - 1);
 }
 
 TEST(Scheduler, RemoveFreesEveryBlockWhateverTheState) {
   Fixture f(32, 4, 6, 4);
-  SeqState* a = f.add(20, 0);  // mid-prefill after one step
-  SeqState* b = f.add(3, 50);
+  const uint64_t a = f.add(20, 0);  // mid-prefill after one step
+  const uint64_t b = f.add(3, 50);
   f.step();
   f.step();
-  SeqState* c = f.add(5, 90);  // still queued
+  const uint64_t c = f.add(5, 90);  // still queued
   EXPECT_GT(f.pool.used_blocks(), 0);
   f.sched.remove(a);
   f.sched.remove(b);
   f.sched.remove(c);
   EXPECT_EQ(f.pool.used_blocks(), 0);
-  EXPECT_TRUE(f.sched.running().empty());
-  EXPECT_TRUE(f.sched.waiting().empty());
+  EXPECT_EQ(f.sched.n_running(), 0u);
+  EXPECT_EQ(f.sched.n_waiting(), 0u);
 }
 
 TEST(Scheduler, ScoredPromptsShareTheExtraLogitRowsAndSkipThePrefixCache) {
-  BlockPool pool(64, 4, 11);
-  Scheduler sched(pool, SchedulerOptions{64, 8, true, 5});
-  std::vector<std::unique_ptr<SeqState>> seqs;
-  auto add = [&](int n, bool all) {
-    auto s = std::make_unique<SeqState>();
-    s->id = s->arrival = seqs.size() + 1;
-    s->tokens.resize(static_cast<size_t>(n));
-    std::iota(s->tokens.begin(), s->tokens.end(), 300);  // the same tokens: a cacheable prefix
-    s->n_prompt = n;
-    s->all_logits = all;
-    sched.enqueue(s.get());
-    seqs.push_back(std::move(s));
-    return seqs.back().get();
-  };
-  SeqState* plain = add(12, false);
-  const Scheduler::Step& s1 = sched.schedule();
-  ASSERT_EQ(s1.items.size(), 1u);
-  sched.computed(s1);
-  sched.remove(plain);  // its blocks stay cached
-  SeqState* a = add(12, true);
-  SeqState* b = add(9, true);
+  Fixture f(64, 4, 64, 8, /*prompt_logit_rows=*/5);
+  const uint64_t plain = f.add(12, 300);  // the same tokens as a's: a cacheable prefix
+  const SchedulerOutput& s1 = f.sched.schedule();
+  ASSERT_EQ(s1.seqs.size(), 1u);
+  f.sched.computed(s1);
+  f.sched.remove(plain);  // its blocks stay cached
+  const uint64_t a = f.add(12, 300, 0, true);
+  const uint64_t b = f.add(9, 300, 0, true);
   // a takes 1 + 5 rows (no cached prefix for it), b only its own row; then a's rest and b's.
-  const Scheduler::Step& s2 = sched.schedule();
-  EXPECT_EQ(items(s2), (std::vector<std::pair<uint64_t, int64_t>>{{a->id, 6}, {b->id, 1}}));
-  EXPECT_TRUE(s2.items[0].all_logits);
+  const SchedulerOutput& s2 = f.sched.schedule();
+  EXPECT_EQ(items(s2), (std::vector<std::pair<uint64_t, int64_t>>{{a, 6}, {b, 1}}));
+  EXPECT_TRUE(s2.seqs[0].all_logits);
   EXPECT_TRUE(s2.copies.empty());
-  EXPECT_EQ(a->cached_tokens, 0);
-  sched.computed(s2);
-  const Scheduler::Step& s3 = sched.schedule();
-  EXPECT_EQ(items(s3), (std::vector<std::pair<uint64_t, int64_t>>{{a->id, 6}, {b->id, 1}}));
-  EXPECT_TRUE(s3.items[0].logits);
-  sched.computed(s3);
+  EXPECT_EQ(f.q(a).cached_tokens, 0);
+  f.sched.computed(s2);
+  const SchedulerOutput& s3 = f.sched.schedule();
+  EXPECT_EQ(items(s3), (std::vector<std::pair<uint64_t, int64_t>>{{a, 6}, {b, 1}}));
+  EXPECT_TRUE(s3.seqs[0].logits);
+  f.sched.computed(s3);
 }
 
 }  // namespace

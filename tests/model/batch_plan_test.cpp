@@ -5,7 +5,7 @@
 #include <random>
 
 #include "kv/block_pool.h"
-#include "model/llama_forward.h"
+#include "backend/cpu/cpu_runner.h"
 #include "reference_llama.h"
 #include "test_support.h"
 
@@ -27,7 +27,7 @@ TEST(BatchPlan, MixedPrefillAndDecodeOfThreeSequences) {
   auto kv = KvCache::create(kc);
   ASSERT_TRUE(kv.ok()) << kv.message();
   ThreadPool pool(2);
-  LlamaRunner runner(model, **kv, pool, 128);
+  CpuRunner runner(model, **kv, pool, 128);
   const int64_t V = model.config.n_vocab;
 
   std::mt19937 rng(8);
@@ -89,7 +89,7 @@ TEST(BatchPlan, RejectsInconsistentPlans) {
   auto kv = KvCache::create(kc);
   ASSERT_TRUE(kv.ok());
   ThreadPool pool(1);
-  LlamaRunner runner(**m, **kv, pool, 8);
+  CpuRunner runner(**m, **kv, pool, 8);
   std::vector<float> logits((*m)->config.n_vocab);
   std::vector<int32_t> tokens{1, 2, 3};
   std::vector<int32_t> blocks{0};

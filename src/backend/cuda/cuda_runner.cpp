@@ -1,5 +1,5 @@
-// The forward pass on a CUDA device (backend/gpu_runner.h), the CPU runner's steps
-// (model/llama_forward.cpp) op by op on one stream:
+// The forward pass on a CUDA device (backend/cuda/cuda_runner.h), the CPU runner's steps
+// (backend/cpu/cpu_runner.cpp) op by op on one stream:
 //
 //   x = embedding(tokens)                                  on the host, one row per token
 //   per layer:  xb = rmsnorm(x)        q, k, v = Wq xb, Wk xb, Wv xb     RoPE(q), RoPE(k)
@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/gpu_runner.h"
+#include "backend/cuda/cuda_runner.h"
 #include "core/half.h"
 #include "kernels/cuda/cuda_ops.h"
 
@@ -191,8 +191,7 @@ Status CudaRunner::init(const GpuRunnerOptions& o) {
   if (!converted_.empty()) {
     std::string types;
     for (const std::string& t : converted_) types += (types.empty() ? "" : ", ") + t;
-    std::fprintf(stderr, "ll3: the CUDA kernels do not read %s weights yet: dequantized to F16 on the device\n",
-                 types.c_str());
+    o.log.warn("the CUDA kernels do not read " + types + " weights yet: dequantized to F16 on the device");
   }
 
   // The KV mirror, every block of every layer.

@@ -1,5 +1,5 @@
 // The CUDA runner of a build without CUDA.
-#include "backend/gpu_runner.h"
+#include "backend/cuda/cuda_runner.h"
 
 namespace ll3 {
 

@@ -1,4 +1,4 @@
-#include "model/llama_forward.h"
+#include "backend/cpu/cpu_runner.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 
 namespace ll3 {
 
-LlamaRunner::LlamaRunner(const LlamaModel& model, KvCache& kv, ThreadPool& pool, int64_t max_batch_tokens,
+CpuRunner::CpuRunner(const LlamaModel& model, KvCache& kv, ThreadPool& pool, int64_t max_batch_tokens,
                          bool int8_activations, bool amx_prompts)
     : m_(model), c_(model.config), kv_(kv), pool_(pool), max_tokens_(std::max<int64_t>(1, max_batch_tokens)) {
   const int64_t T = max_tokens_;
@@ -58,14 +58,14 @@ LlamaRunner::LlamaRunner(const LlamaModel& model, KvCache& kv, ThreadPool& pool,
   }
 }
 
-Status LlamaRunner::validate(const BatchPlan& plan) const {
+Status CpuRunner::validate(const BatchPlan& plan) const {
   return validate_plan(plan, max_tokens_, c_.n_vocab, kv_.config().block_size, kv_.config().n_blocks);
 }
 
 // x += proj over the batch's T rows and, with a norm weight, xb = rmsnorm(x) for the block
 // after, in the same pass over the threads (a parallel region fewer per block: each one ends
 // with the threads waiting for the slowest).
-void LlamaRunner::add_residual(int64_t T, const float* norm_weight) {
+void CpuRunner::add_residual(int64_t T, const float* norm_weight) {
   const int64_t dim = c_.dim;
   pool_.parallel_for(T, [&](int64_t b, int64_t e, int) {
     for (int64_t t = b; t < e; ++t) {
@@ -77,7 +77,7 @@ void LlamaRunner::add_residual(int64_t T, const float* norm_weight) {
   });
 }
 
-Status LlamaRunner::forward(const BatchPlan& plan, float* logits) {
+Status CpuRunner::forward(const BatchPlan& plan, float* logits) {
   LL3_RETURN_IF_ERROR(validate(plan));
   const int64_t T = static_cast<int64_t>(plan.tokens.size());
   const int64_t dim = c_.dim, hd = c_.head_dim, half = hd / 2;
@@ -156,7 +156,7 @@ Status LlamaRunner::forward(const BatchPlan& plan, float* logits) {
   return Status();
 }
 
-void LlamaRunner::rmsnorm_rows(const float* weight, int64_t T) {
+void CpuRunner::rmsnorm_rows(const float* weight, int64_t T) {
   const int64_t dim = c_.dim;
   pool_.parallel_for(T, [&](int64_t b, int64_t e, int) {
     for (int64_t t = b; t < e; ++t) ops::rmsnorm(&x_[t * dim], weight, &xb_[t * dim], dim, c_.norm_eps);
@@ -165,7 +165,7 @@ void LlamaRunner::rmsnorm_rows(const float* weight, int64_t T) {
 
 // Causal grouped-query attention of every (batch row, KV head) pair over the row's sequence,
 // positions 0 .. pos, read from the paged cache: the query heads sharing a KV head together.
-void LlamaRunner::attention(const BatchPlan& plan, int64_t layer) {
+void CpuRunner::attention(const BatchPlan& plan, int64_t layer) {
   const int64_t T = static_cast<int64_t>(plan.tokens.size());
   const int64_t hd = c_.head_dim, n_kv = c_.n_kv_heads;
   const int group = static_cast<int>(c_.n_heads / c_.n_kv_heads);

@@ -15,7 +15,7 @@
 #include "kernels/matmul.h"
 #include "kv/kv_cache.h"
 #include "model/llama_model.h"
-#include "model/runner.h"
+#include "backend/runner.h"
 
 namespace ll3 {
 
@@ -27,10 +27,10 @@ namespace ll3 {
 using ActivationTap =
     std::function<void(const char* name, int64_t layer, const float* data, int64_t rows, int64_t cols)>;
 
-class LlamaRunner final : public ModelRunner {
+class CpuRunner final : public ModelRunner {
  public:
   // int8_activations, amx_prompts: see MatmulScratch (int8_activations, bf16).
-  LlamaRunner(const LlamaModel& model, KvCache& kv, ThreadPool& pool, int64_t max_batch_tokens,
+  CpuRunner(const LlamaModel& model, KvCache& kv, ThreadPool& pool, int64_t max_batch_tokens,
               bool int8_activations = true, bool amx_prompts = true);
 
   int64_t max_batch_tokens() const override { return max_tokens_; }

@@ -1,13 +1,18 @@
 // What runs the model for the engine: one forward step over a BatchPlan. The CPU runner
-// (model/llama_forward.h) and the CUDA one (backend/gpu_runner.h) implement it; the engine,
+// (backend/cpu/cpu_runner.h) and the CUDA one (backend/cuda/cuda_runner.h) implement it; the engine,
 // its scheduler and the KV cache's block tables are the same for both.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
+#include "core/log.h"
 #include "core/status.h"
+#include "core/thread_pool.h"
+#include "kv/kv_cache.h"
 #include "model/batch_plan.h"
+#include "model/llama_model.h"
 
 namespace ll3 {
 
@@ -31,5 +36,21 @@ class ModelRunner {
 // sequences covering the batch in order, block tables long enough and their ids below n_blocks
 // (bs positions each), logit rows inside the batch.
 Status validate_plan(const BatchPlan& plan, int64_t max_tokens, int64_t n_vocab, int64_t bs, int64_t n_blocks);
+
+struct RunnerOptions {
+  // Layers on the CUDA device: -1 all of them when a device is usable (else the CPU, saying
+  // why), 0 none; a positive count asks for the GPU and fails without one. A count below the
+  // model's layers (a split between GPU and CPU) is refused: not built yet.
+  int gpu_layers = -1;
+  int64_t max_batch_tokens = 256;
+  bool int8_activations = true;  // CPU: 8-bit activations for quantized weights
+  bool amx_prompts = false;      // CPU: AMX bf16 tiles for prompts where present
+  Logger log;                    // where the choice is reported
+};
+
+// The runner for `model` over the cache `kv`: the GPU when one is usable and asked for, else
+// the CPU on `pool`.
+Result<std::unique_ptr<ModelRunner>> make_runner(const LlamaModel& model, KvCache& kv, ThreadPool& pool,
+                                                 const RunnerOptions& options);
 
 }  // namespace ll3

@@ -1,4 +1,8 @@
-#include "model/runner.h"
+#include "backend/runner.h"
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_runner.h"
+#include "backend/cuda/cuda_runner.h"
 
 namespace ll3 {
 
@@ -35,6 +39,35 @@ Status validate_plan(const BatchPlan& plan, int64_t max_tokens, int64_t n_vocab,
     if (r < 0 || r >= n) return Status::errorf("forward: logit row %d out of range", r);
   }
   return Status();
+}
+
+Result<std::unique_ptr<ModelRunner>> make_runner(const LlamaModel& model, KvCache& kv, ThreadPool& pool,
+                                                 const RunnerOptions& o) {
+  const int64_t layers = model.config.n_layers;
+  if (o.gpu_layers < -1) return Status::invalid("gpu_layers must be -1 (all), 0 or a layer count", "gpu_layers");
+  if (o.gpu_layers > 0 && o.gpu_layers < layers) {
+    return Status::invalid(strprintf("--gpu-layers %d of %lld: splitting the layers between the GPU and the CPU is not "
+                                     "built yet (use 0 for the CPU, or all)",
+                                     o.gpu_layers, static_cast<long long>(layers)),
+                           "gpu_layers");
+  }
+  std::string why;
+  if (o.gpu_layers != 0 && !cuda_devices(&why).empty()) {
+    GpuRunnerOptions go;
+    go.max_batch_tokens = o.max_batch_tokens;
+    go.log = o.log;
+    Result<std::unique_ptr<ModelRunner>> g = make_cuda_runner(model, kv, go);
+    if (g.ok()) {
+      o.log.info("running on " + g.value()->where());
+      return g;
+    }
+    if (o.gpu_layers > 0) return g.status();
+    o.log.warn("not on the GPU (" + g.message() + "): running on the CPU");
+  } else if (o.gpu_layers > 0) {
+    return Status::error("--gpu-layers: " + (cuda_compiled_archs().empty() ? std::string("this ll3 was built without CUDA") : why));
+  }
+  return std::unique_ptr<ModelRunner>(
+      std::make_unique<CpuRunner>(model, kv, pool, o.max_batch_tokens, o.int8_activations, o.amx_prompts));
 }
 
 }  // namespace ll3
