@@ -1,4 +1,4 @@
-// ll3-cuda-runner-bench: the GPU forward pass (backend/gpu_runner.h) on a model of the
+// ll3-cuda-runner-bench: the GPU forward pass (backend/cuda/cuda_runner.h) on a model of the
 // llama3.1-8b shape (32 layers, dim 4096, 32 heads over 8 KV heads, FFN 14336, vocabulary
 // 128256) with random weights, written here for each weight type and deleted after: pp512 (one
 // step of 512 tokens), tg128 (128 steps of one token after it), the weight bytes a decode step
@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/gpu_runner.h"
+#include "backend/cuda/cuda_runner.h"
 #include "io/gguf_writer.h"
 #include "kv/kv_cache.h"
 #include "model/llama_model.h"
