@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Configures and builds ll3 (Release, clang) into build/.
+# Configures and builds ll3 (Release, clang) into build/: every target, the CUDA backend included
+# wherever nvcc is found (the test command's build). Extra arguments go to CMake's configure step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="$(nproc 2>/dev/null || echo 2)"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ "$@" >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DLL3_CUDA=AUTO "$@" >/dev/null
 cmake --build build -j"$jobs"
