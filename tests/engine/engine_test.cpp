@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <mutex>
 #include <random>
 
 #include "backend/backend.h"
@@ -271,12 +272,28 @@ TEST(Engine, RejectsAtSubmitWhatCanNeverRunOrDoesNotFitTheQueue) {
   EXPECT_EQ(r.status().code(), StatusCode::kTooLong);
   EXPECT_NE(r.message().find("200"), std::string::npos) << r.message();
   EXPECT_NE(r.message().find("256"), std::string::npos) << r.message();
+  EXPECT_EQ(r.status().field(), "max_tokens");  // 200 + 100 over 256: the prompt alone fits
+  EXPECT_EQ(e->submit(greedy(random_prompt(300, 4), 1)).status().field(), "prompt");
+  // Each invalid field is named as Request names it, so a frontend can point at it.
+  auto rejected_field = [&](Request q) {
+    Status st = e->submit(std::move(q)).status();
+    EXPECT_EQ(st.code(), StatusCode::kInvalid) << st.message();
+    return st.field();
+  };
   Request bad = greedy(random_prompt(10, 4), 5);
   bad.sampling.temperature = std::nanf("");
-  EXPECT_EQ(e->submit(bad).status().code(), StatusCode::kInvalid);
-  Request bad_id = greedy({5, 999999}, 5);
-  EXPECT_EQ(e->submit(bad_id).status().code(), StatusCode::kInvalid);
-  EXPECT_EQ(e->submit(greedy({}, 5)).status().code(), StatusCode::kInvalid);
+  EXPECT_EQ(rejected_field(bad), "temperature");
+  EXPECT_EQ(rejected_field(greedy({5, 999999}, 5)), "prompt");
+  EXPECT_EQ(rejected_field(greedy({}, 5)), "prompt");
+  Request many_top = greedy(random_prompt(10, 4), 5);
+  many_top.top_logprobs = kMaxTopLogprobs + 1;
+  EXPECT_EQ(rejected_field(many_top), "top_logprobs");
+  Request long_id = greedy(random_prompt(10, 4), 5);
+  long_id.session_id.assign(kMaxSessionIdBytes + 1, 'x');
+  EXPECT_EQ(rejected_field(long_id), "session_id");
+  long_id.session_id.pop_back();  // at the limit: accepted
+  EXPECT_TRUE(e->submit(long_id).ok());
+  e->wait_idle();
 
   // One request runs (blocked in its callback), two wait, the next is turned away.
   std::promise<void> started, release;
@@ -300,7 +317,7 @@ TEST(Engine, RejectsAtSubmitWhatCanNeverRunOrDoesNotFitTheQueue) {
   EXPECT_NE(full.message().find("queue is full"), std::string::npos);
   release.set_value();
   e->wait_idle();
-  EXPECT_EQ(e->stats().requests_finished, 3);
+  EXPECT_EQ(e->stats().requests_finished, 4);
   EXPECT_EQ(e->stats().requests_rejected, 1);
 }
 
@@ -556,11 +573,26 @@ TEST(Engine, CorruptTruncatedOrForeignSessionFilesAreRejectedAndRecomputed) {
     test::write_file(dir + "/" + std::filesystem::path(good).filename().string(), c.data);
     EngineOptions o;
     o.session_dir = dir;
+    // The engine's own log callback gets the warning (and stderr nothing).
+    std::vector<std::pair<LogLevel, std::string>> logged;
+    std::mutex log_mu;
+    o.log = [&](LogLevel level, const std::string& msg) {
+      std::lock_guard<std::mutex> lk(log_mu);
+      logged.push_back({level, msg});
+    };
     std::unique_ptr<Engine> e = make(o);
     Request r = greedy(p2, 6);
     r.session_id = "s";
+    testing::internal::CaptureStderr();
     Result<Engine::Completion> got = e->generate(r);
+    EXPECT_EQ(testing::internal::GetCapturedStderr(), "") << c.name;
     ASSERT_TRUE(got.ok()) << c.name;
+    {
+      std::lock_guard<std::mutex> lk(log_mu);
+      ASSERT_EQ(logged.size(), 1u) << c.name;
+      EXPECT_EQ(logged[0].first, LogLevel::kWarning);
+      EXPECT_EQ(logged[0].second, got->finish.session_warning) << c.name;
+    }
     EXPECT_EQ(got->tokens, expect[0]) << c.name;
     EXPECT_EQ(got->finish.cached_tokens, 0) << c.name;
     EXPECT_NE(got->finish.session_warning.find(c.why), std::string::npos) << c.name << ": " << got->finish.session_warning;
