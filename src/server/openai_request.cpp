@@ -567,6 +567,20 @@ ApiError parse_chat_request(std::string_view body, const ModelInfo& model, ApiRe
   return check_choices(*r);
 }
 
+ApiError apply_session_header(const std::string& header, ApiRequest* r) {
+  if (header.empty()) return ApiError();
+  std::string& sid = r->base.session_id;
+  if (header.size() > kMaxSessionIdBytes) {
+    return invalid_request("the X-Session-Id header is longer than " + std::to_string(kMaxSessionIdBytes) + " bytes",
+                           "X-Session-Id");
+  }
+  if (!sid.empty() && sid != header) {
+    return invalid_request("'session_id' and the X-Session-Id header name different sessions", "session_id");
+  }
+  sid = header;
+  return ApiError();
+}
+
 ApiError parse_completion_request(std::string_view body, const ModelInfo& model, ApiRequest* r) {
   ojson b;
   RETURN_IF_API_ERROR(parse_body(body, &b));

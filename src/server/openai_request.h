@@ -81,6 +81,9 @@ struct ApiRequest {
 // template into prompts[0].
 ApiError parse_chat_request(std::string_view body, const ModelInfo& model, ApiRequest* out);
 ApiError parse_completion_request(std::string_view body, const ModelInfo& model, ApiRequest* out);
+// The X-Session-Id header (a proxy can hash on it without parsing bodies) as the session id, when
+// the body names none; a body naming another session is refused.
+ApiError apply_session_header(const std::string& header, ApiRequest* r);
 
 // POST /tokenize: {"content" | "prompt": text, "add_special": bool, "parse_special": bool,
 // "with_pieces": bool} or {"messages": [...], "tools": [...]} (the chat template applied).

@@ -292,6 +292,7 @@ void OpenAiServer::Impl::generate(const std::shared_ptr<HttpExchange>& ex, Endpo
   ApiRequest r;
   const std::string& body = ex->request().body;
   ApiError e = endpoint == Endpoint::kChatCompletions ? parse_chat_request(body, info, &r) : parse_completion_request(body, info, &r);
+  if (e.ok()) e = apply_session_header(ex->request().header("x-session-id"), &r);
   if (!e.ok()) {
     ex->log_field("error", e.message);
     return ex->respond(error_response(e, ex->request()));

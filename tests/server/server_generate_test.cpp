@@ -434,6 +434,38 @@ TEST(ServerGenerate, CachedTokensAndSessions) {
   EXPECT_GE(metric(m.body, "ll3_sessions"), 1);
 }
 
+TEST(ServerGenerate, TheXSessionIdHeaderNamesTheSession) {
+  REQUIRE_SERVER();
+  HttpClient c = main_client();
+  std::mt19937 rng(23);
+  const std::string sid = "header-session-" + std::to_string(rng());
+  const std::map<std::string, std::string> with_header = {{"Content-Type", "application/json"}, {"X-Session-Id", sid}};
+  json messages = json::array({{{"role", "user"}, {"content", random_words(rng, 9)}}});
+  Reply t1 = c.request("POST", "/v1/chat/completions",
+                       json{{"messages", messages}, {"max_tokens", 5}, {"temperature", 0}}.dump(), with_header);
+  ASSERT_EQ(t1.status, 200) << t1.body;
+  const int64_t p1 = t1.body_json()["usage"]["prompt_tokens"];
+  messages.push_back({{"role", "assistant"}, {"content", t1.body_json()["choices"][0]["message"]["content"]}});
+  messages.push_back({{"role", "user"}, {"content", random_words(rng, 3)}});
+  // The second turn names its session by the header alone, as a proxy hashing on it sends it.
+  Reply t2 = c.request("POST", "/v1/chat/completions",
+                       json{{"messages", messages}, {"max_tokens", 3}, {"temperature", 0}}.dump(), with_header);
+  ASSERT_EQ(t2.status, 200) << t2.body;
+  EXPECT_GE(t2.body_json()["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), p1);
+  // The same session in the body and the header is fine; two different ones are refused.
+  Reply same = c.request("POST", "/v1/completions",
+                         json{{"prompt", "hi"}, {"max_tokens", 1}, {"session_id", sid}}.dump(), with_header);
+  EXPECT_EQ(same.status, 200) << same.body;
+  Reply other = c.request("POST", "/v1/completions",
+                          json{{"prompt", "hi"}, {"max_tokens", 1}, {"session_id", "another"}}.dump(), with_header);
+  ASSERT_EQ(other.status, 400) << other.body;
+  EXPECT_EQ(other.body_json()["error"]["param"], "session_id");
+  Reply too_long = c.request("POST", "/v1/completions", json{{"prompt", "hi"}, {"max_tokens", 1}}.dump(),
+                             {{"Content-Type", "application/json"}, {"X-Session-Id", std::string(kMaxSessionIdBytes + 1, 's')}});
+  ASSERT_EQ(too_long.status, 400) << too_long.body;
+  EXPECT_EQ(too_long.body_json()["error"]["param"], "X-Session-Id");
+}
+
 TEST(ServerGenerate, ToolsReachTheTemplateAndTheOutput) {
   REQUIRE_SERVER();
   HttpClient c = main_client();
