@@ -115,9 +115,12 @@ TEST(Scheduler, PreemptsTheNewestWhenThePoolIsFullAndRecomputesIt) {
   f.step();  // decode: positions 4 -> 2 more blocks, the pool is full
   EXPECT_EQ(f.pool.used_blocks(), 6);
   f.step();
-  f.step();  // position 6 needs a 4th block for each: b (the newest) is preempted
-  bool preempted = false;
-  for (int i = 0; i < 3 && !preempted; ++i) preempted = !f.step().preempted.empty();
+  // Position 6 needs a 4th block for each: b (the newest) is preempted in this very step, and
+  // a runs alone with a 4th block.
+  const Scheduler::Step& s4 = f.step();
+  EXPECT_EQ(s4.preempted, std::vector<SeqState*>{b});
+  EXPECT_EQ(items(s4), (std::vector<std::pair<uint64_t, int64_t>>{{1, 1}}));
+  EXPECT_EQ(a->blocks.size(), 4u);
   EXPECT_EQ(b->preemptions, 1);
   EXPECT_EQ(a->preemptions, 0);
   EXPECT_FALSE(b->running);
