@@ -124,6 +124,7 @@ TEST(Scheduler, PreemptsTheNewestWhenThePoolIsFullAndRecomputesIt) {
   const SchedulerOutput& st6 = f.step();
   EXPECT_EQ(st6.preempted, std::vector<uint64_t>{b});
   EXPECT_EQ(items(st6), (std::vector<std::pair<uint64_t, int64_t>>{{a, 1}}));
+  EXPECT_EQ(f.blocks(a).size(), 4u);
   EXPECT_EQ(f.q(b).preemptions, 1);
   EXPECT_EQ(f.q(a).preemptions, 0);
   EXPECT_FALSE(f.q(b).running);

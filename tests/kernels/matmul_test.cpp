@@ -11,6 +11,7 @@
 #include <random>
 
 #include "core/aligned.h"
+#include "core/cpu_features.h"
 #include "core/half.h"
 #include "kernels/gemm_f32.h"
 #include "kernels/matmul.h"
@@ -164,39 +165,49 @@ TEST(Matmul, SharedInputGroupEqualsSeparateProducts) {
 
 // A matrix repacked into decode panels multiplies like the row layout it came from: on the
 // paths with panel kernels (decode; prompts of a type with dot_q_panel_rows) up to float
-// rounding, on every other path (rows unpacked from the panels) exactly.
-TEST(Matmul, PanelLayoutGivesTheSameProducts) {
+// rounding, on every other path (rows unpacked from the panels) exactly. Each type on its own,
+// so that a missing kernel entry neither skips nor hides the others' checks.
+class MatmulPanels : public ::testing::TestWithParam<DType> {};
+
+TEST_P(MatmulPanels, PanelLayoutGivesTheSameProducts) {
   constexpr int64_t kRows = 48, kCols = 512;
-  std::mt19937 rng(22);
+  const DType type = GetParam();
+  // Q4_K, Q6_K and Q8_0 have panel decode kernels in the AVX2 set and in the AVX-512 set
+  // (kernels/type_traits.cpp): an entry missing where the CPU (as LL3_CPU caps it) has the AVX2
+  // set is a failure. Without it no matrix is packed into panels (LlamaModel::repack_panels).
+  const bool expected = cpu_features().has_avx2_set();
+  ASSERT_EQ(type_traits(type)->dot_q_panels != nullptr, expected) << dtype_name(type) << "'s dot_q_panels entry";
+  if (!expected) GTEST_SKIP() << "no panel kernels without the AVX2 set (this CPU, or LL3_CPU caps it)";
+  std::mt19937 rng(22 + static_cast<int>(type));
   ThreadPool pool(2);
-  for (DType type : {DType::Q4_K, DType::Q6_K, DType::Q8_0}) {
-    if (type_traits(type)->dot_q_panels == nullptr) GTEST_SKIP() << "no panel kernels on this CPU";
-    ASSERT_TRUE(kernels::panel_layout_exists(type, kRows, kCols));
-    std::unique_ptr<TestWeight> w = random_weight(type, kRows, kCols, rng);
-    TestWeight packed = {w->bytes, w->W};
-    packed.W.data = packed.bytes.data();
-    kernels::panel_pack_matrix(type, packed.bytes.data(), kRows, kCols);
-    packed.W.panels = true;
-    ASSERT_NE(packed.bytes, w->bytes);
-    for (int64_t n : {1, 5, 20}) {
-      for (bool int8 : {true, false}) {
-        const std::vector<float> x = test::random_normal(static_cast<size_t>(n * kCols), rng());
-        const TestScratch ts(pool, n, kCols, int8, w->W.row_bytes);
-        const MatmulScratch& s = ts.s;
-        std::vector<float> a(static_cast<size_t>(n * kRows)), b(a.size());
-        matmul(pool, w->W, x.data(), a.data(), n, s);
-        matmul(pool, packed.W, x.data(), b.data(), n, s);
-        const std::string what = std::string(dtype_name(type)) + " n=" + std::to_string(n) + (int8 ? " int8" : " float");
-        // Decode, and prompts where the type has a panel prompt kernel, run their own kernels.
-        if (int8 && (n == 1 || type_traits(type)->dot_q_panel_rows != nullptr)) {
-          for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * std::fabs(a[i]) + 1e-5) << what << " row " << i;
-        } else {
-          EXPECT_EQ(a, b) << what;
-        }
+  ASSERT_TRUE(kernels::panel_layout_exists(type, kRows, kCols));
+  std::unique_ptr<TestWeight> w = random_weight(type, kRows, kCols, rng);
+  TestWeight packed = {w->bytes, w->W};
+  packed.W.data = packed.bytes.data();
+  kernels::panel_pack_matrix(type, packed.bytes.data(), kRows, kCols);
+  packed.W.panels = true;
+  ASSERT_NE(packed.bytes, w->bytes);
+  for (int64_t n : {1, 5, 20}) {
+    for (bool int8 : {true, false}) {
+      const std::vector<float> x = test::random_normal(static_cast<size_t>(n * kCols), rng());
+      const TestScratch ts(pool, n, kCols, int8, w->W.row_bytes);
+      const MatmulScratch& s = ts.s;
+      std::vector<float> a(static_cast<size_t>(n * kRows)), b(a.size());
+      matmul(pool, w->W, x.data(), a.data(), n, s);
+      matmul(pool, packed.W, x.data(), b.data(), n, s);
+      const std::string what = std::string(dtype_name(type)) + " n=" + std::to_string(n) + (int8 ? " int8" : " float");
+      // Decode, and prompts where the type has a panel prompt kernel, run their own kernels.
+      if (int8 && (n == 1 || type_traits(type)->dot_q_panel_rows != nullptr)) {
+        for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * std::fabs(a[i]) + 1e-5) << what << " row " << i;
+      } else {
+        EXPECT_EQ(a, b) << what;
       }
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Types, MatmulPanels, ::testing::Values(DType::Q4_K, DType::Q6_K, DType::Q8_0),
+                         [](const ::testing::TestParamInfo<DType>& i) { return std::string(dtype_name(i.param)); });
 
 }  // namespace
 }  // namespace ll3

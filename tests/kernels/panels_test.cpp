@@ -226,14 +226,41 @@ void check_panel_kernel(const Case& c, PanelKernel fn, std::mt19937& rng) {
   }
 }
 
-TEST(Panels, DecodeKernelsEqualTheReferenceDot) {
-  std::mt19937 rng(6);
-  for (const Case& c : kCases) {
-    const TypeTraits* tr = type_traits(c.type);
-    if (tr->dot_q_panels == nullptr) GTEST_SKIP() << "no panel kernels on this CPU (they need AVX2)";
-    check_panel_kernel(c, tr->dot_q_panels, rng);
+// The decode kernel the dispatcher must pick for `type` (kernels/type_traits.cpp): the AVX-512
+// set's where the CPU has that set (and LL3_CPU allows it), else the AVX2 set's, else none.
+PanelKernel dispatched_panel_kernel(DType type) {
+  const bool avx512 = cpu_features().has_avx512_set(), avx2 = cpu_features().has_avx2_set();
+  switch (type) {
+    case DType::Q4_K:
+      return avx512 ? kernels::avx512::q4_k_dot_q8_k_panels : avx2 ? kernels::avx2::q4_k_dot_q8_k_panels : nullptr;
+    case DType::Q6_K:
+      return avx512 ? kernels::avx512::q6_k_dot_q8_k_panels : avx2 ? kernels::avx2::q6_k_dot_q8_k_panels : nullptr;
+    case DType::Q8_0:
+      return avx512 ? kernels::avx512::q8_0_dot_q8_0_panels : avx2 ? kernels::avx2::q8_0_dot_q8_0_panels : nullptr;
+    default:
+      return nullptr;
   }
 }
+
+// Each type on its own: the dispatch table holds the kernel the CPU's instruction sets call for
+// (a missing entry fails, it does not skip), and that kernel equals the reference dot. Only
+// where no entry is due (no AVX2 set) is there nothing to run.
+class PanelDecodeKernel : public ::testing::TestWithParam<Case> {};
+void PrintTo(const Case& c, std::ostream* os) { *os << dtype_name(c.type); }
+
+TEST_P(PanelDecodeKernel, EqualsTheReferenceDot) {
+  const Case& c = GetParam();
+  const PanelKernel fn = type_traits(c.type)->dot_q_panels;
+  ASSERT_TRUE(fn == dispatched_panel_kernel(c.type))
+      << dtype_name(c.type) << "'s dot_q_panels entry is " << (fn == nullptr ? "missing" : "not the one the dispatch rules pick")
+      << " (AVX2 set " << cpu_features().has_avx2_set() << ", AVX-512 set " << cpu_features().has_avx512_set() << ")";
+  if (fn == nullptr) GTEST_SKIP() << "no panel kernels without the AVX2 set (this CPU, or LL3_CPU caps it)";
+  std::mt19937 rng(6 + static_cast<int>(c.type));
+  check_panel_kernel(c, fn, rng);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, PanelDecodeKernel, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<Case>& i) { return std::string(dtype_name(i.param.type)); });
 
 TEST(Panels, Avx2DecodeKernelsEqualTheReferenceDot) {
   if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "no AVX2";

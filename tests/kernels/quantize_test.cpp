@@ -2,7 +2,9 @@
 // file (metadata, types, values), determinism across thread counts, and the CLI.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -162,6 +164,54 @@ TEST(Quantize, FallbackForShortRows) {
   EXPECT_EQ(quantized, 15) << "the loop above checked too few tensors";
 }
 
+// The relative RMS error of `out` against `src` (the same tensor): |dequantized - source| /
+// |source| over all its values.
+double relative_error(const GgufTensorInfo& src, const GgufTensorInfo& out) {
+  std::vector<float> a(src.n_elements()), b(out.n_elements());
+  type_traits(src.type)->to_float(src.data, a.data(), src.n_elements());
+  type_traits(out.type)->to_float(out.data, b.data(), out.n_elements());
+  double err = 0, ref = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    err += (a[i] - b[i]) * double(a[i] - b[i]);
+    ref += double(a[i]) * a[i];
+  }
+  return std::sqrt(err / ref);
+}
+
+// The most relative error each type may show on write_model's values (N(0, 0.05) rounded to
+// F16, rows of 256). Each bound is the error this quantizer gave (quantize_gguf, every mixture,
+// measured once and written in the comment) plus a quarter: a change that loses precision
+// fails well before it costs a whole bit, which doubles the error (Q8_0's 0.53% is about
+// max|x| / 127 / sqrt(12) of a block of 32 normal values; each bit less roughly doubles it).
+double max_relative_error(DType t) {
+  switch (t) {
+    case DType::F32: return 0;        // the norms: copied
+    case DType::Q8_0: return 0.0066;  // 0.53%
+    case DType::Q6_K: return 0.0225;  // 1.79%
+    case DType::Q5_K: return 0.045;   // 3.57%
+    case DType::Q5_1: return 0.048;   // 3.81%
+    case DType::Q5_0: return 0.053;   // 4.20%
+    case DType::Q4_K: return 0.087;   // 6.95%
+    case DType::Q4_1: return 0.098;   // 7.83%
+    case DType::Q4_0: return 0.104;   // 8.27%
+    case DType::Q3_K: return 0.187;   // 14.93%
+    case DType::Q2_K: return 0.378;   // 30.18%
+    default: return -1;               // no bound known: fails
+  }
+}
+
+// Every tensor of `out` is within its type's error of the same tensor of `in`; the worst error
+// of each type goes to *worst.
+void expect_within_type_error(const GgufFile& in, const GgufFile& out, std::map<DType, double>* worst = nullptr) {
+  for (const GgufTensorInfo& t : out.tensors()) {
+    const GgufTensorInfo* o = in.find_tensor(t.name);
+    ASSERT_NE(o, nullptr) << t.name;
+    const double err = relative_error(*o, t);
+    EXPECT_LE(err, max_relative_error(t.type)) << t.name << " (" << dtype_name(t.type) << ")";
+    if (worst != nullptr) (*worst)[t.type] = std::max((*worst)[t.type], err);
+  }
+}
+
 TEST(Quantize, WritesFileDeterministically) {
   const std::string dir = test::temp_dir();
   const std::string src = write_model(dir + "/src.gguf", 4, 2, false);
@@ -192,18 +242,28 @@ TEST(Quantize, WritesFileDeterministically) {
   EXPECT_EQ(out.value()->find("tokenizer.ggml.tokens")->strings.size(), 3u);
   EXPECT_EQ(out.value()->file_size(), s1->file_bytes);
   // Values: each tensor dequantizes to within its type's error of the source.
-  for (const GgufTensorInfo& t : (*out)->tensors()) {
-    const GgufTensorInfo* o = (*in)->find_tensor(t.name);
-    ASSERT_NE(o, nullptr);
-    std::vector<float> a(o->n_elements()), b(t.n_elements());
-    type_traits(o->type)->to_float(o->data, a.data(), o->n_elements());
-    type_traits(t.type)->to_float(t.data, b.data(), t.n_elements());
-    double err = 0, ref = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-      err += (a[i] - b[i]) * double(a[i] - b[i]);
-      ref += double(a[i]) * a[i];
-    }
-    EXPECT_LT(std::sqrt(err / ref), t.type == DType::F32 ? 0.0 + 1e-12 : 0.1) << t.name;
+  expect_within_type_error(**in, **out);
+}
+
+// Every mixture, so that every type the quantizer writes meets its own bound.
+TEST(Quantize, EveryTypeDequantizesWithinItsPrecision) {
+  const std::string dir = test::temp_dir();
+  const std::string src = write_model(dir + "/src.gguf", 2, 2, false);
+  auto in = GgufFile::open(src);
+  ASSERT_TRUE(in.ok());
+  std::map<DType, double> worst;
+  for (const quant::QuantMix& mix : quant::quant_mixes()) {
+    SCOPED_TRACE(mix.name);
+    const std::string path = dir + "/" + mix.name + ".gguf";
+    ASSERT_TRUE(quant::quantize_gguf(**in, path, mix, {}).ok());
+    auto out = GgufFile::open(path);
+    ASSERT_TRUE(out.ok()) << out.message();
+    expect_within_type_error(**in, **out, &worst);
+  }
+  // Every bound above was checked.
+  for (DType t : {DType::F32, DType::Q8_0, DType::Q6_K, DType::Q5_K, DType::Q5_1, DType::Q5_0, DType::Q4_K,
+                  DType::Q4_1, DType::Q4_0, DType::Q3_K, DType::Q2_K}) {
+    EXPECT_EQ(worst.count(t), 1u) << "no mixture wrote " << dtype_name(t);
   }
 }
 
