@@ -76,11 +76,14 @@ bool Scheduler::admit(SeqState* s, int64_t budget, int64_t* n_tokens) {
   }
   const int64_t n = chunk(s, budget);
   // Headroom: a new sequence must leave a block for each running one to grow into, or the next
-  // steps would preempt one for it again and again (thrashing).
+  // steps would preempt one for it again and again (thrashing). Pinned sessions give way to it
+  // (reclaim) before it is made to wait.
   const int64_t held = static_cast<int64_t>(kv_.blocks(s->id).size());
   const int64_t need = (s->n_computed + n + bs - 1) / bs - held;
-  const bool room = running_.empty() || kv_.available() >= need + static_cast<int64_t>(running_.size());
-  if (!room || !kv_.allocate(s->id, s->n_computed + n)) {
+  auto room = [&] { return running_.empty() || kv_.available() >= need + static_cast<int64_t>(running_.size()); };
+  while (!room() && kv_.reclaim()) {
+  }
+  if (!room() || !kv_.allocate(s->id, s->n_computed + n)) {
     // Drop the copy planned for it and give everything back: it waits for room.
     out_.copies.resize(copies_before);
     kv_.drop(s->id);

@@ -59,7 +59,7 @@ bool KvManager::grow(SeqBlocks& s, int64_t end) {
 bool KvManager::allocate(uint64_t id, int64_t end) {
   SeqBlocks& s = seqs_.at(id);
   while (!grow(s, end)) {
-    if (!reclaim_ || !reclaim_()) return false;
+    if (!reclaim()) return false;
   }
   return true;
 }

@@ -31,6 +31,8 @@ class KvManager {
   // Called when an allocation finds no free block: frees some (e.g. unpins a session) and returns
   // true, or returns false. Preemption, the scheduler's last resort, comes only after it.
   void set_reclaim(std::function<bool()> reclaim) { reclaim_ = std::move(reclaim); }
+  // Asks the reclaim callback for blocks once: true if it freed some.
+  bool reclaim() { return reclaim_ && reclaim_(); }
 
   // Starts tracking sequence `id` with an empty table of room for max_blocks blocks.
   void open(uint64_t id, int64_t max_blocks);

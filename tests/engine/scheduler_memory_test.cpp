@@ -43,6 +43,12 @@ struct Sched {
   uint64_t next_id = 0;
 };
 
+std::vector<uint64_t> items_of(const SchedulerOutput& out) {
+  std::vector<uint64_t> ids;
+  for (const ScheduledSeq& it : out.seqs) ids.push_back(it.id);
+  return ids;
+}
+
 // Stands for the engine's pinned sessions: blocks held outside any sequence, given back one per
 // call of the reclaim callback (as SessionStore::evict_one unpins one session per call).
 struct Pinned {
@@ -139,6 +145,23 @@ TEST(SchedulerMemory, AdmissionReclaimsWhenNothingRuns) {
   std::sort(got.begin(), got.end());
   std::sort(freed.begin(), freed.end());
   EXPECT_EQ(got, freed);
+}
+
+TEST(SchedulerMemory, HeadroomReclaimsPinnedBlocksBeforeANewSequenceWaits) {
+  // One sequence runs in 1 of 6 blocks of 4; 4 are pinned. A new 8-token prompt needs 2 blocks
+  // plus 1 of headroom: the pool has 1, so two pinned blocks are given back and it is admitted.
+  Sched s(6, 4);
+  Pinned pinned(s.pool, 4);
+  const uint64_t a = s.add(3);
+  s.step();
+  ASSERT_EQ(s.pool.available(), 1);
+  s.kv.set_reclaim([&] { return pinned.reclaim(); });
+  const uint64_t x = s.add(8);
+  const SchedulerOutput& st = s.step();
+  EXPECT_EQ(pinned.calls, 2);
+  EXPECT_EQ(st.admitted, std::vector<uint64_t>{x});
+  EXPECT_EQ(items_of(st), (std::vector<uint64_t>{a, x}));
+  EXPECT_EQ(s.pool.available(), 1);  // the headroom block, left for a
 }
 
 // The headroom rule at its boundary. k running sequences hold one block each (3-token prompts
