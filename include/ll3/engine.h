@@ -73,7 +73,8 @@ struct EngineOptions {
   int64_t max_queue = 1024;      // waiting requests beyond this are rejected
   bool prefix_cache = true;
   // Sessions: pinned KV within session_memory bytes (0: a quarter of the pool); with
-  // session_dir, saved when the engine is idle and at shutdown, and restored on demand.
+  // session_dir, saved when each turn ends (by a writer thread: steps never wait for the disk)
+  // and restored on demand, also by another engine sharing the directory.
   int64_t session_memory = 0;
   std::string session_dir;
   // Quantized weights: 8-bit activations and integer dot products (llama.cpp's arithmetic), or
@@ -138,9 +139,10 @@ class Engine {
   };
   Result<Completion> generate(Request request);
 
-  // Waits until no request is queued or running (e.g. before reading stats in a test).
+  // Waits until no request is queued or running and no session file is being written (e.g.
+  // before reading stats in a test).
   void wait_idle();
-  // Saves every session with unsaved KV now (session_dir); the engine does so on idle anyway.
+  // Waits for the session writes in flight, then saves any session still unsaved (session_dir).
   Status save_sessions();
 
   EngineStats stats() const;

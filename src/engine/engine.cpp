@@ -181,6 +181,8 @@ struct Engine::Impl {
   bool stopping = false;
   bool settled = true;  // stats published since the last finish (wait_idle waits for it)
   bool save_requested = false;  // save_sessions() waits for the loop to clear it
+  bool written = false;         // a session write finished: the loop reaps it
+  bool writes_pending = false;  // session writes not yet reaped (wait_idle waits for them)
   Status save_result;
   RequestId next_id = 1;
   EngineStats stats;
@@ -265,6 +267,11 @@ Status Engine::Impl::make_kv() {
   sessions = std::make_unique<SessionStore>(*blocks, *kv, model_id, session_blocks, opt.session_dir, log);
   // Short of blocks, unpinning a session comes before preempting a running sequence.
   kvm->set_reclaim([this] { return sessions->evict_one(); });
+  sessions->set_on_written([this] {
+    std::lock_guard<std::mutex> lk(mu);
+    written = true;
+    wake.notify_all();
+  });
   stats.kv_blocks = n_blocks;
   stats.block_size = bs;
   stats.max_seq_tokens = max_seq_tokens;
@@ -613,6 +620,7 @@ void Engine::Impl::publish_stats() {
   stats.sessions_saved = sessions->saved;
   stats.sessions_restored = sessions->restored;
   stats.session_files_rejected = sessions->rejected;
+  writes_pending = sessions->writes_in_flight() > 0;
   settled = true;
   idle.notify_all();
 }
@@ -623,11 +631,16 @@ void Engine::Impl::loop() {
     {
       std::unique_lock<std::mutex> lk(mu);
       while (!stopping && !save_requested && inbox.empty() && cancels.empty() && seqs.empty()) {
-        if (sessions->has_unsaved()) {
-          // Idle: save the sessions now, off any request's path.
+        if (written || sessions->has_unsaved()) {
+          // Idle: take back the blocks of finished session writes, and save what is unsaved.
+          written = false;
           lk.unlock();
-          Status st = sessions->save_all();
-          if (!st.ok()) log.warn(st.message());
+          sessions->reap();
+          if (sessions->has_unsaved()) {
+            Status st = sessions->save_all();
+            if (!st.ok()) log.warn(st.message());
+          }
+          publish_stats();
           lk.lock();
           continue;
         }
@@ -645,6 +658,7 @@ void Engine::Impl::loop() {
     take_inbox();
     step();
     for (auto it = seqs.begin(); it != seqs.end();) it = it->second->done ? seqs.erase(it) : std::next(it);
+    sessions->reap();
     publish_stats();
   }
   // Shutdown: whatever is still queued or running is cancelled, then sessions are saved.
@@ -655,6 +669,7 @@ void Engine::Impl::loop() {
   seqs.clear();
   Status st = sessions->save_all();
   if (!st.ok()) log.warn(st.message());
+  sessions->set_on_written({});  // the writer is idle now, and mu goes before the store
   publish_stats();
 }
 
@@ -718,7 +733,7 @@ Result<Engine::Completion> Engine::generate(Request request) {
 
 void Engine::wait_idle() {
   std::unique_lock<std::mutex> lk(impl_->mu);
-  impl_->idle.wait(lk, [&] { return impl_->live.empty() && impl_->settled; });
+  impl_->idle.wait(lk, [&] { return impl_->live.empty() && impl_->settled && !impl_->writes_pending; });
 }
 
 Status Engine::save_sessions() {

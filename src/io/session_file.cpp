@@ -4,10 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <memory>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 
 namespace ll3 {
@@ -170,8 +172,12 @@ Result<ParsedSessionFile> parse_session_file(std::span<const uint8_t> bytes) {
 
 Status write_session_file(const std::string& path, const SessionFileHeader& h,
                           FunctionRef<const void*(uint32_t layer, bool is_v, int64_t pos)> row) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A temporary name of this writer's own: replicas sharing a session directory, or two threads
+  // of one, may write the same session at once; each renames a whole file over the last.
+  static std::atomic<uint64_t> counter{0};
+  const std::string tmp = strprintf("%s.%d.%llu.tmp", path.c_str(), static_cast<int>(::getpid()),
+                                    static_cast<unsigned long long>(counter.fetch_add(1)));
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return Status::errorf("cannot create %s: %s", tmp.c_str(), std::strerror(errno));
   auto w = std::make_unique<Writer>(fd);
   w->put(kMagic, sizeof(kMagic));
@@ -201,6 +207,13 @@ Status write_session_file(const std::string& path, const SessionFileHeader& h,
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     ::unlink(tmp.c_str());
     return Status::errorf("cannot rename %s to %s: %s", tmp.c_str(), path.c_str(), std::strerror(errno));
+  }
+  // The rename itself reaches the disk: a node that fails now still has the file.
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
   }
   return Status();
 }
