@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/resource_limits.h"
+
 namespace ll3 {
 
 MmapFile::~MmapFile() { reset(); }
@@ -103,7 +105,10 @@ void MmapFile::seal() {
 }
 
 MapMode auto_map_mode(uint64_t bytes) {
-  return huge_pages_possible() && bytes <= available_memory() / 2 ? MapMode::kHugeCopy : MapMode::kMap;
+  // Within a container's memory limit too: a copy is anonymous memory, charged to the cgroup.
+  const int64_t room = memory_within(read_resource_limits(), static_cast<int64_t>(available_memory()));
+  return huge_pages_possible() && bytes <= static_cast<uint64_t>(std::max<int64_t>(room, 0)) / 2 ? MapMode::kHugeCopy
+                                                                                                 : MapMode::kMap;
 }
 
 Result<MmapFile> MmapFile::open(const std::string& path, MapMode mode) {

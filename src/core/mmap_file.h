@@ -20,8 +20,8 @@ enum class MapMode {
   kHugeCopy,   // read it into anonymous memory advised for transparent huge pages
 };
 
-// kHugeCopy when `bytes` takes at most half of the memory available now and transparent huge
-// pages are not disabled; otherwise kMap (a copy that crowds out the page cache, or one that
+// kHugeCopy when `bytes` takes at most half of the memory available now (within a container's
+// memory limit) and transparent huge pages are not disabled; otherwise kMap (a copy that crowds out the page cache, or one that
 // might be swapped, would cost more than the TLB walks it saves).
 MapMode auto_map_mode(uint64_t bytes);
 

@@ -2,6 +2,8 @@
 
 #include <sched.h>
 
+#include "core/resource_limits.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define LL3_PAUSE() _mm_pause()
@@ -16,13 +18,10 @@ constexpr int kSpinIterations = 1 << 16;  // ~ tens of microseconds before sleep
 }
 
 int default_thread_count() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    int n = CPU_COUNT(&set);
-    if (n > 0) return n;
-  }
-  unsigned n = std::thread::hardware_concurrency();
-  return n > 0 ? static_cast<int>(n) : 1;
+  // The affinity mask's CPUs, within a container's CPU quota (core/resource_limits.h).
+  ResourceLimits limits = read_resource_limits();
+  if (limits.affinity_cpus <= 0) limits.affinity_cpus = static_cast<int>(std::thread::hardware_concurrency());
+  return threads_within(limits);
 }
 
 ThreadPool::ThreadPool(int n_threads) {

@@ -17,6 +17,7 @@
 
 #include "backend/runner.h"
 #include "core/log.h"
+#include "core/resource_limits.h"
 #include "core/thread_pool.h"
 #include "engine/model_impl.h"
 #include "engine/sampler.h"
@@ -200,6 +201,7 @@ struct Engine::Impl {
 
   Status init();
   Status make_kv();
+  Result<int64_t> fit_memory_limit(int64_t tokens, int64_t per_token) const;
   Result<RequestId> submit(Request r);
   Status check_fits(int64_t n_prompt, int64_t max_tokens) const;
   void loop();
@@ -235,6 +237,36 @@ bool Engine::Impl::save_now() {
   return true;
 }
 
+// Within a memory limit (a container's cgroup), the KV pool must fit beside the weights and the
+// scratch: the default pool shrinks to what fits, a pool asked for explicitly is kept with a
+// warning, and a model that leaves no room for even a few blocks is an error that says so.
+Result<int64_t> Engine::Impl::fit_memory_limit(int64_t tokens, int64_t per_token) const {
+  const ResourceLimits lim = read_resource_limits();
+  if (lim.memory_limit <= 0) return tokens;
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  const int64_t weights = static_cast<int64_t>(m.weight_bytes());
+  // A copy of the weights is in the usage already; mapped ones are charged as they are read.
+  const int64_t reserve = std::max<int64_t>(int64_t{256} << 20, lim.memory_limit / 10);  // scratch, logits, the heap
+  const int64_t room = lim.memory_limit - lim.memory_usage - (m.weights_copied() ? 0 : weights) - reserve;
+  const int64_t min_tokens = 4 * opt.block_size;
+  if (room < min_tokens * per_token) {
+    return Status::error(strprintf("the model (%.2f GiB of weights) leaves no room for a KV cache within the memory limit of "
+                                   "%.2f GiB (%.2f GiB in use): raise the limit or use a smaller quantization",
+                                   weights / kGiB, lim.memory_limit / kGiB, lim.memory_usage / kGiB));
+  }
+  const int64_t fits = room / per_token;
+  if (tokens <= fits) return tokens;
+  if (opt.ctx > 0 || opt.kv_memory > 0) {
+    log.warn(strprintf("a KV pool of %lld tokens (%.2f GiB) may not fit the memory limit of %.2f GiB (room for %lld)",
+                       static_cast<long long>(tokens), tokens * per_token / kGiB, lim.memory_limit / kGiB,
+                       static_cast<long long>(fits)));
+    return tokens;
+  }
+  log.info(strprintf("KV pool of %lld tokens, to fit the memory limit of %.2f GiB", static_cast<long long>(fits),
+                     lim.memory_limit / kGiB));
+  return fits;
+}
+
 // The KV pool: kv_memory bytes, else ctx tokens, else min(model context, 16384) tokens.
 Status Engine::Impl::make_kv() {
   const LlamaConfig& c = m.config;
@@ -248,6 +280,9 @@ Status Engine::Impl::make_kv() {
                                      static_cast<long long>(opt.kv_memory), static_cast<long long>(per_token)),
                            "kv_memory");
   }
+  Result<int64_t> fit = fit_memory_limit(tokens, per_token);
+  if (!fit.ok()) return fit.status();
+  tokens = fit.value();
   const int64_t n_blocks = (tokens + bs - 1) / bs;
   max_seq_tokens = std::min<int64_t>(c.context_length, tokens);
   KvCacheConfig kc;
