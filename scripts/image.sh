@@ -8,8 +8,12 @@
 #   scripts/image.sh                       # -> localhost/ll3:latest (Containerfile)
 #   scripts/image.sh --tag ll3:test        # another name
 #   scripts/image.sh --cuda                # -> localhost/ll3-cuda:latest (Containerfile.cuda)
+#   scripts/image.sh --prune               # then remove earlier builds' leftover layers
 #   scripts/image.sh -- --no-cache         # anything after -- goes to podman build
 #
+# --prune removes the untagged images that earlier ll3 builds left (each source change leaves
+# a build stage of about 1 GB); the Debian images and the package layer stay, and the compiler
+# cache (a build cache mount) makes the next build compile only what changed.
 # It also makes podman able to run containers here if it cannot yet: on hosts where crun fails
 # (hybrid cgroups) or where podman may not raise RLIMIT_NOFILE, a containers.conf drop-in sets
 # runtime = "runc" and default ulimits. Prints the image's size and the build time last.
@@ -17,14 +21,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cuda=0
+prune=0
 tag=""
 extra=()
 while (($#)); do
   case "$1" in
     --cuda) cuda=1 ;;
+    --prune) prune=1 ;;
     --tag) tag="$2"; shift ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "image.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -114,7 +120,19 @@ if ((cuda)); then
   build_args+=(--build-arg "CUDA_DEVEL_IMAGE=$cuda_image")
 fi
 
-say "podman build -f $containerfile -t $tag"
 t0=$SECONDS
+# The build stage's packages under a name of their own, so that --prune keeps them.
+say "podman build -f $containerfile --target build-deps -t ${tag%%:*}-build-deps:latest"
+podman build --format docker --pull=never -f "$containerfile" --target build-deps -t "${tag%%:*}-build-deps:latest" \
+  "${build_args[@]}" "${extra[@]}" . >/dev/null
+say "podman build -f $containerfile -t $tag"
 podman build --format docker --pull=never -f "$containerfile" -t "$tag" "${build_args[@]}" "${extra[@]}" .
 say "built $tag in $((SECONDS - t0)) s; $(podman image inspect --format '{{.Size}}' "$tag" | awk '{printf "%.1f MB", $1 / 1e6}')"
+if ((prune)); then
+  # Untagged images of ll3's stages (LABEL ll3.stage), repeatedly: removing a leaf leaves its
+  # parent untagged and childless.
+  for _ in 1 2 3 4 5 6 7 8 9 10 11 12; do
+    removed="$(podman image prune -f --filter label=ll3.stage 2>/dev/null | wc -l)"
+    ((removed > 0)) || break
+  done
+fi
