@@ -24,7 +24,7 @@ void add_engine_flags(ArgParser& ap, EngineFlags* f, bool serving) {
   ap.add_int({"--max-queue"}, "N", "requests waiting beyond those are rejected (default 1024)", &f->max_queue);
   ap.add_float({"--batch-wait-ms"}, "MS", "an idle engine waits this long to start arrivals together (default 2)",
                  &f->batch_wait_ms);
-  ap.add_string({"--session-dir"}, "DIR", "save sessions here (on idle and at shutdown) and restore them on demand",
+  ap.add_string({"--session-dir"}, "DIR", "save each session here when its turn ends and restore it on demand (replicas may share DIR)",
                 &f->session_dir);
   ap.add_int({"--session-memory"}, "BYTES", "KV kept pinned for sessions (default: a quarter of the KV cache)",
              &f->session_memory);
