@@ -221,6 +221,42 @@ Status SessionStore::save_all() {
   return first;
 }
 
+// Why a parsed file cannot be used for session `id` by this store ("" when it can).
+std::string SessionStore::mismatch(const SessionFileHeader& h, const std::string& id) const {
+  const KvCacheConfig& c = kv_.config();
+  if (h.id != id) return "it holds session \"" + h.id + "\"";
+  if (h.model_id != model_id_) return "it was made with another model";
+  if (h.kv_type != static_cast<uint32_t>(c.type) || h.row_bytes != kv_.row_bytes()) {
+    return strprintf("its KV type is %s, this engine's is %s", std::string(dtype_name(static_cast<DType>(h.kv_type))).c_str(),
+                     std::string(dtype_name(c.type)).c_str());
+  }
+  if (h.n_layers != c.n_layers || h.n_kv_heads != c.n_kv_heads || h.head_dim != c.head_dim) {
+    return "its KV shape does not match the model";
+  }
+  return "";
+}
+
+// Copies a file's K and V rows (payload: each layer's K rows, then its V rows) into e's blocks,
+// then names them, so that the session's next request finds them through the prefix cache.
+void SessionStore::load(Entry& e, const uint8_t* payload, size_t row_bytes) {
+  const KvCacheConfig& c = kv_.config();
+  const int64_t n = static_cast<int64_t>(e.tokens.size()), bs = c.block_size;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const uint8_t* k = payload + static_cast<size_t>(2 * l) * n * row_bytes;
+    const uint8_t* v = k + static_cast<size_t>(n) * row_bytes;
+    for (int64_t p = 0; p < n; ++p) {
+      const int32_t b = e.blocks[static_cast<size_t>(p / bs)];
+      std::memcpy(kv_.k_row(l, b, p % bs), k + p * row_bytes, row_bytes);
+      std::memcpy(kv_.v_row(l, b, p % bs), v + p * row_bytes, row_bytes);
+    }
+  }
+  uint64_t chain = pool_.root_hash();
+  for (size_t i = 0; i < e.blocks.size(); ++i) {
+    const int64_t len = std::min<int64_t>(bs, n - static_cast<int64_t>(i) * bs);
+    chain = pool_.name(e.blocks[i], chain, std::span<const int32_t>(e.tokens).subspan(i * bs, static_cast<size_t>(len)));
+  }
+}
+
 Status SessionStore::restore(const std::string& id) {
   if (dir_.empty()) return Status();
   const std::string path = path_for(id);
@@ -244,19 +280,8 @@ Status SessionStore::restore(const std::string& id) {
   Result<ParsedSessionFile> pf = parse_session_file(std::span<const uint8_t>(f->data(), f->size()));
   if (!pf.ok()) return reject(pf.message());
   const SessionFileHeader& h = pf->header;
-  const KvCacheConfig& c = kv_.config();
-  if (h.id != id) return reject("it holds session \"" + h.id + "\"");
-  if (h.model_id != model_id_) return reject("it was made with another model");
-  if (h.kv_type != static_cast<uint32_t>(c.type) || h.row_bytes != kv_.row_bytes()) {
-    return reject(strprintf("its KV type is %s, this engine's is %s",
-                            std::string(dtype_name(static_cast<DType>(h.kv_type))).c_str(),
-                            std::string(dtype_name(c.type)).c_str()));
-  }
-  if (h.n_layers != c.n_layers || h.n_kv_heads != c.n_kv_heads || h.head_dim != c.head_dim) {
-    return reject("its KV shape does not match the model");
-  }
-  const int64_t n = static_cast<int64_t>(h.tokens.size());
-  const int64_t bs = c.block_size;
+  if (std::string why = mismatch(h, id); !why.empty()) return reject(why);
+  const int64_t n = static_cast<int64_t>(h.tokens.size()), bs = kv_.config().block_size;
   const int64_t need = (n + bs - 1) / bs;
   if (n == 0) return Status();
   if (need > max_blocks_ || need > pool_.available()) {
@@ -269,24 +294,7 @@ Status SessionStore::restore(const std::string& id) {
   e.last_used = ++clock_;
   e.file_stamp = stamp;
   for (int64_t i = 0; i < need; ++i) e.blocks.push_back(pool_.allocate());
-  const uint8_t* payload = f->data() + pf->payload_offset;
-  const size_t rb = static_cast<size_t>(h.row_bytes);
-  for (int64_t l = 0; l < c.n_layers; ++l) {
-    const uint8_t* k = payload + static_cast<size_t>(2 * l) * n * rb;
-    const uint8_t* v = k + static_cast<size_t>(n) * rb;
-    for (int64_t p = 0; p < n; ++p) {
-      const int32_t b = e.blocks[static_cast<size_t>(p / bs)];
-      std::memcpy(kv_.k_row(l, b, p % bs), k + p * rb, rb);
-      std::memcpy(kv_.v_row(l, b, p % bs), v + p * rb, rb);
-    }
-  }
-  // Name the blocks, so the session's next request finds them through the prefix cache.
-  uint64_t chain = pool_.root_hash();
-  for (int64_t i = 0; i < need; ++i) {
-    const int64_t len = std::min(bs, n - i * bs);
-    chain = pool_.name(e.blocks[static_cast<size_t>(i)], chain,
-                       std::span<const int32_t>(e.tokens).subspan(static_cast<size_t>(i * bs), static_cast<size_t>(len)));
-  }
+  load(e, f->data() + pf->payload_offset, static_cast<size_t>(h.row_bytes));
   entries_.push_back(std::move(e));
   ++restored;
   while (pinned_blocks() > max_blocks_ && entries_.size() > 1 && evict_one()) {

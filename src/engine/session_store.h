@@ -23,6 +23,7 @@
 
 #include "core/log.h"
 #include "core/status.h"
+#include "io/session_file.h"
 #include "kv/block_pool.h"
 #include "kv/kv_cache.h"
 
@@ -88,6 +89,8 @@ class SessionStore {
                     std::span<const int32_t> blocks) const;
   Status save(Entry& e);
   void save_behind(Entry& e);
+  std::string mismatch(const SessionFileHeader& h, const std::string& id) const;
+  void load(Entry& e, const uint8_t* payload, size_t row_bytes);
   void writer_loop();
   void drain();
   void unpin(size_t i);
