@@ -156,37 +156,41 @@ BandwidthReads bandwidth(int threads, bool remeasure) {
   return r;
 }
 
-int cmd_bench(int argc, char** argv) {
-  for (int i = 0; i < argc; ++i) {
-    if (std::string(argv[i]) == "--parallel") return bench_parallel(argc, argv);
-  }
-  std::string model_path, kv_type = "f16";
-  std::string prompts = "128", gens = "32", depths = "0";
+// The flags of ll3 bench, parsed and checked.
+struct BenchFlags {
+  std::string model_path;
+  std::vector<int32_t> prompts, gens, depths;  // -p, -n, -d
+  DType kv_type = DType::F16;
   int threads = 0, reps = 5;
-  bool json = false, roofline = false;
-  LoadFlags load_flags;
+  bool json = false, roofline = false, amx_bf16 = false;
+  LoadFlags load;
+};
+
+// Returns -1 to go on, else the exit code (after --help or a usage error).
+int parse_bench_flags(int argc, char** argv, BenchFlags& f) {
+  std::string kv_type = "f16";
+  std::string prompts = "128", gens = "32", depths = "0";
   ArgParser ap("bench", "ll3 bench -m MODEL [-p 128] [-n 32] [-d DEPTH] [-t THREADS] [-r REPS] [--json] | ll3 bench --roofline",
                "Measure prompt processing (pp) and generation (tg) speed, like llama-bench. -p, -n and -d take "
                "comma-separated lists (-p 128,512 -n 32,128 -d 0,4096): a pp test per prompt size and a tg test per "
                "generation length, at every depth.");
   ap.add_string({"-m", "--model"}, "MODEL", "GGUF file or Hugging Face directory (default: the default model)",
-                &model_path);
+                &f.model_path);
   ap.add_string({"-p", "--n-prompt"}, "N[,N...]", "prompt tokens of the pp test; 0 skips it (default 128)", &prompts);
   ap.add_string({"-n", "--n-gen"}, "N[,N...]", "tokens generated one by one in the tg test; 0 skips it (default 32)",
                 &gens);
   ap.add_string({"-d", "--n-depth"}, "N[,N...]", "tokens already in the cache when each test starts (untimed; default 0)",
                 &depths);
-  ap.add_int({"-t", "--threads"}, "N", "threads (default: all cores)", &threads);
-  ap.add_int({"-r", "--repetitions"}, "N", "repetitions of each test after a warm-up (default 5)", &reps);
+  ap.add_int({"-t", "--threads"}, "N", "threads (default: all cores)", &f.threads);
+  ap.add_int({"-r", "--repetitions"}, "N", "repetitions of each test after a warm-up (default 5)", &f.reps);
   ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32, f16 or q8_0 (default f16)", &kv_type);
-  ap.add_flag({"--json"}, "print a JSON array, one object per test (llama-bench's keys)", &json);
-  bool amx_bf16 = false;
-  add_amx_flag(ap, &amx_bf16);
-  add_load_flags(ap, &load_flags);
+  ap.add_flag({"--json"}, "print a JSON array, one object per test (llama-bench's keys)", &f.json);
+  add_amx_flag(ap, &f.amx_bf16);
+  add_load_flags(ap, &f.load);
   ap.add_flag({"--roofline"},
               "measure the memory read bandwidth again (cached in ~/.cache/ll3); with -m, before every tg "
               "repetition, and the percentage is the median of the paired ratios",
-              &roofline);
+              &f.roofline);
   if (int rc = ap.parse(argc, argv); rc >= 0) return rc;
   Result<std::vector<int32_t>> pl = parse_token_list(prompts), gl = parse_token_list(gens), dl = parse_token_list(depths);
   // Token counts: at most 2^24 each, so that depth + prompt stays an int (the model's context
@@ -194,175 +198,252 @@ int cmd_bench(int argc, char** argv) {
   auto counts_ok = [](const Result<std::vector<int32_t>>& l) {
     return l.ok() && !l->empty() && std::all_of(l->begin(), l->end(), [](int32_t v) { return v >= 0 && v <= (1 << 24); });
   };
-  if (!counts_ok(pl) || !counts_ok(gl) || !counts_ok(dl) || reps < 1) {
+  if (!counts_ok(pl) || !counts_ok(gl) || !counts_ok(dl) || f.reps < 1) {
     return ap.usage_error("-p, -n and -d take token counts of 0 to 16777216 (or comma-separated lists of them) and -r a number >= 1");
   }
-  const int32_t max_prompt = *std::max_element(pl->begin(), pl->end()), max_gen = *std::max_element(gl->begin(), gl->end());
-  const int32_t max_depth = *std::max_element(dl->begin(), dl->end());
   Result<DType> kvt = parse_kv_type(kv_type);
   if (!kvt.ok()) return ap.usage_error(kvt.message());
-  if (threads <= 0) threads = default_thread_count();
+  f.prompts = *pl;
+  f.gens = *gl;
+  f.depths = *dl;
+  f.kv_type = kvt.value();
+  if (f.threads <= 0) f.threads = default_thread_count();
+  return -1;
+}
 
-  if (roofline && model_path.empty()) {
-    const BandwidthReads bw = bandwidth(threads, true);
-    if (json) {
-      std::printf("[{\"test\": \"roofline\", \"threads\": %d, \"read_gbps\": %.2f, \"read_gbps_median\": %.2f, "
-                  "\"read_gbps_min\": %.2f, \"reads\": %d}]\n",
-                  threads, bw.best, bw.median, bw.worst, bw.reads);
-    } else {
-      std::printf("memory read bandwidth, %d threads: %.2f GB/s (best of %d reads in 6 patterns; median %.2f, min %.2f)\n",
-                  threads, bw.best, bw.reads, bw.median, bw.worst);
+// ll3 bench --roofline without a model: the bandwidth alone.
+void print_roofline(const BandwidthReads& bw, int threads, bool json) {
+  if (json) {
+    std::printf("[{\"test\": \"roofline\", \"threads\": %d, \"read_gbps\": %.2f, \"read_gbps_median\": %.2f, "
+                "\"read_gbps_min\": %.2f, \"reads\": %d}]\n",
+                threads, bw.best, bw.median, bw.worst, bw.reads);
+  } else {
+    std::printf("memory read bandwidth, %d threads: %.2f GB/s (best of %d reads in 6 patterns; median %.2f, min %.2f)\n",
+                threads, bw.best, bw.reads, bw.median, bw.worst);
+  }
+}
+
+// Runs pp and tg tests on one session. The prompt of each pp test and the cache contents at each
+// depth are prefixes of one random text.
+class BenchRunner {
+ public:
+  BenchRunner(Session& s, int64_t n_vocab, int32_t max_prompt, int32_t max_depth)
+      : s_(s), n_vocab_(n_vocab), prompt_text_(static_cast<size_t>(max_prompt)),
+        depth_text_(static_cast<size_t>(max_depth)) {
+    for (int32_t& t : prompt_text_) t = random_token();
+    for (int32_t& t : depth_text_) t = random_token();
+  }
+
+  // Prompt tokens per second of one prompt of n_prompt tokens after `depth` cached ones.
+  double run_pp(int n_prompt, int depth) {
+    reset(depth);
+    const double t0 = now_seconds();
+    eval(std::span<const int32_t>(prompt_text_.data(), static_cast<size_t>(n_prompt)));
+    return n_prompt / (now_seconds() - t0);
+  }
+
+  // Tokens per second of n_gen tokens decoded one by one after `depth` cached ones.
+  double run_tg(int n_gen, int depth) {
+    reset(depth);
+    int32_t tok = random_token();
+    const double t0 = now_seconds();
+    for (int i = 0; i < n_gen; ++i) {
+      eval(std::span<const int32_t>(&tok, 1));
+      tok = argmax(s_.last_logits(), static_cast<int32_t>(n_vocab_));  // greedy, as the engine samples it
     }
+    return n_gen / (now_seconds() - t0);
+  }
+
+ private:
+  int32_t random_token() { return static_cast<int32_t>(rng_() % static_cast<uint32_t>(n_vocab_)); }
+
+  // A failed step ends the benchmark (its figures would mean nothing).
+  void eval(std::span<const int32_t> tokens) {
+    if (Status st = s_.eval(tokens); !st.ok()) {
+      std::fprintf(stderr, "ll3 bench: %s\n", st.message().c_str());
+      std::exit(1);
+    }
+  }
+
+  // Empties the cache, then fills it with `depth` tokens (not timed).
+  void reset(int depth) {
+    s_.truncate(0);
+    if (depth > 0) eval(std::span<const int32_t>(depth_text_.data(), static_cast<size_t>(depth)));
+  }
+
+  Session& s_;
+  const int64_t n_vocab_;
+  std::mt19937 rng_{1};
+  std::vector<int32_t> prompt_text_, depth_text_;
+};
+
+struct Row {
+  std::string test;
+  int n_prompt, n_gen, n_depth;
+  Stats ts;
+  double gbps = 0, bw_pct = 0, paired_pct = 0;
+};
+
+// The decode roofline: the cached figure, or with --roofline the best of reads taken right
+// before and after each tg repetition (the machine's bandwidth moves with its neighbours'
+// load; reads taken beside the decode bound it better than one from another time).
+struct Roofline {
+  BandwidthReads bw;
+  std::unique_ptr<BandwidthProbe> probe;  // with --roofline
+  int threads = 0;
+};
+
+// A pp test: a warm-up, then the timed repetitions.
+Row measure_pp(BenchRunner& b, int32_t p, int32_t d, int reps, const std::string& at_depth) {
+  b.run_pp(p, d);  // warm-up
+  std::vector<double> v;
+  for (int r = 0; r < reps; ++r) v.push_back(b.run_pp(p, d));
+  return {"pp" + std::to_string(p) + at_depth, p, 0, d, stats(v)};
+}
+
+// The tg row's shares of the read bandwidth, from v[r] (tokens/s of repetition r) and, with a
+// probe, reads[r] and reads[r + 1] (the best reads right before and right after it).
+// The median repetition against the best read of the run: an upper bound that a lucky
+// read cannot beat, and the decode's own noise stays out of it.
+// Paired: each repetition against the better of the reads on either side of it, the
+// median of those shares. A host whose bandwidth moves with its neighbours' load (one Zen 4
+// VM read 30 GB/s in one minute and 54 in the next) puts a decode taken in a slow minute
+// against the read of a fast one in bw_pct; here it meets the reads of its own minute.
+// Both from the same figure per repetition, so that the paired share is never below the
+// other, not even by a rounding (a median of two ratios and the ratio of a median had
+// differed in the last bit where the best read was beside both repetitions).
+void set_bandwidth_shares(Row& row, const std::vector<double>& v, const std::vector<double>& reads, double bytes,
+                          const Roofline& rl) {
+  std::vector<double> share, paired;
+  for (size_t r = 0; r < v.size(); ++r) {
+    const double gbps100 = 100.0 * v[r] * bytes / 1e9;  // the repetition's GB/s, x 100
+    if (rl.bw.best > 0) share.push_back(gbps100 / rl.bw.best);
+    if (rl.probe) paired.push_back(gbps100 / std::max(reads[r], reads[r + 1]));
+  }
+  row.bw_pct = median(share);
+  if (rl.probe) row.paired_pct = median(paired);
+}
+
+// A tg test: a warm-up, then the timed repetitions, with a probe's reads around each.
+// `bytes`: the bytes one decoded token reads.
+Row measure_tg(BenchRunner& b, int32_t g, int32_t d, int reps, const std::string& at_depth, double bytes,
+               Roofline& rl) {
+  b.run_tg(g, d);
+  std::vector<double> v, reads;
+  auto probe_reads = [&] {
+    // Each pool's workers spin a few milliseconds after their last job: let them go to
+    // sleep so that the probe and the decode do not share the cores.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const BandwidthReads r = rl.probe->measure(1);
+    rl.bw.add(r);
+    reads.push_back(r.best);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  };
+  for (int r = 0; r < reps; ++r) {
+    if (rl.probe && r == 0) probe_reads();
+    v.push_back(b.run_tg(g, d));
+    if (rl.probe) probe_reads();
+  }
+  Row row{"tg" + std::to_string(g) + at_depth, 0, g, d, stats(v)};
+  row.gbps = row.ts.mean * bytes / 1e9;
+  if (rl.probe) save_bandwidth(rl.threads, rl.bw.best);
+  set_bandwidth_shares(row, v, reads, bytes, rl);
+  return row;
+}
+
+// Every pp and tg test at every depth, in llama-bench's order.
+std::vector<Row> run_tests(BenchRunner& b, const BenchFlags& f, double bytes, Roofline& rl) {
+  std::vector<Row> rows;
+  for (int32_t d : f.depths) {
+    const std::string at_depth = d > 0 ? " @ d" + std::to_string(d) : "";  // llama-bench's naming
+    for (int32_t p : f.prompts) {
+      if (p != 0) rows.push_back(measure_pp(b, p, d, f.reps, at_depth));
+    }
+    for (int32_t g : f.gens) {
+      if (g != 0) rows.push_back(measure_tg(b, g, d, f.reps, at_depth, bytes, rl));
+    }
+  }
+  return rows;
+}
+
+void print_json(const std::vector<Row>& rows, const LlamaModel& m, int threads, const BandwidthReads& bw,
+                bool roofline) {
+  const std::string type = m.file_type_name();
+  const size_t model_bytes = m.weight_bytes();
+  nlohmann::json out = nlohmann::json::array();
+  for (const Row& r : rows) {
+    nlohmann::json o = {{"test", r.test},         {"n_prompt", r.n_prompt},   {"n_gen", r.n_gen}, {"n_depth", r.n_depth},
+                        {"threads", threads},      {"avg_ts", r.ts.mean},      {"stddev_ts", r.ts.stddev},
+                        {"model_type", type},      {"model_bytes", model_bytes}, {"model_filename", m.path}};
+    if (r.n_gen > 0) {
+      o["weights_gbps"] = r.gbps;
+      o["read_bandwidth_gbps"] = bw.best;
+      o["read_bandwidth_min_gbps"] = bw.worst;
+      if (roofline) o["read_bandwidth_median_gbps"] = bw.median;
+      o["bandwidth_reads"] = bw.reads;
+      o["bandwidth_paired"] = roofline;  // measured around each repetition, not the cached figure
+      o["bandwidth_pct"] = r.bw_pct;
+      if (roofline) o["bandwidth_paired_pct"] = r.paired_pct;
+    }
+    out.push_back(o);
+  }
+  std::printf("%s\n", out.dump(2).c_str());
+}
+
+void print_table(const std::vector<Row>& rows, const LlamaModel& m, int threads, const BandwidthReads& bw,
+                 bool roofline) {
+  const std::string type = m.file_type_name();
+  const size_t model_bytes = m.weight_bytes();
+  std::printf("| model | size | threads | test | t/s | weights GB/s | %% of read bandwidth |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
+  for (const Row& r : rows) {
+    std::printf("| %s | %.2f GiB | %d | %s | %.2f ± %.2f | %s | %s |\n", type.c_str(), model_bytes / 1073741824.0,
+                threads, r.test.c_str(), r.ts.mean, r.ts.stddev,
+                r.n_gen ? strprintf("%.1f", r.gbps).c_str() : "",
+                !r.n_gen ? ""
+                : roofline
+                    ? strprintf("%.0f%% paired, %.0f%% of the best %.1f (reads %.1f-%.1f, median %.1f)", r.paired_pct,
+                                r.bw_pct, bw.best, bw.worst, bw.best, bw.median).c_str()
+                    : strprintf("%.0f%% of %.1f (cached)", r.bw_pct, bw.best).c_str());
+  }
+}
+
+int cmd_bench(int argc, char** argv) {
+  for (int i = 0; i < argc; ++i) {
+    if (std::string(argv[i]) == "--parallel") return bench_parallel(argc, argv);
+  }
+  BenchFlags f;
+  if (int rc = parse_bench_flags(argc, argv, f); rc >= 0) return rc;
+  if (f.roofline && f.model_path.empty()) {
+    print_roofline(bandwidth(f.threads, true), f.threads, f.json);
     return 0;
   }
 
-  Result<LoadedModel> lm = load_model_cli(model_path, false, load_flags);
+  Result<LoadedModel> lm = load_model_cli(f.model_path, false, f.load);
   if (!lm.ok()) return fail("bench", lm.message());
   const LlamaModel& m = *lm->model;
+  const int32_t max_prompt = *std::max_element(f.prompts.begin(), f.prompts.end());
+  const int32_t max_gen = *std::max_element(f.gens.begin(), f.gens.end());
+  const int32_t max_depth = *std::max_element(f.depths.begin(), f.depths.end());
   SessionOptions so;
-  so.threads = threads;
-  so.amx_prompts = amx_bf16;
-  so.kv_type = kvt.value();
+  so.threads = f.threads;
+  so.amx_prompts = f.amx_bf16;
+  so.kv_type = f.kv_type;
   so.context = max_depth + std::max(max_prompt, max_gen) + 16;
   so.batch = std::max({1, max_prompt, std::min(max_depth, 512)});
   Result<std::unique_ptr<Session>> session = Session::create(m, so);
   if (!session.ok()) return fail("bench", session.message());
-  Session& s = **session;
-  std::mt19937 rng(1);
-  // The prompt of each pp test and the cache contents at each depth: prefixes of one random text.
-  std::vector<int32_t> prompt_text(static_cast<size_t>(max_prompt)), depth_text(static_cast<size_t>(max_depth));
-  for (int32_t& t : prompt_text) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(m.config.n_vocab));
-  for (int32_t& t : depth_text) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(m.config.n_vocab));
-  // A failed step ends the benchmark (its figures would mean nothing).
-  auto eval = [&](std::span<const int32_t> tokens) {
-    if (Status st = s.eval(tokens); !st.ok()) {
-      std::fprintf(stderr, "ll3 bench: %s\n", st.message().c_str());
-      std::exit(1);
-    }
-  };
-  // Empties the cache, then fills it with `depth` tokens (not timed).
-  auto reset = [&](int depth) {
-    s.truncate(0);
-    if (depth > 0) eval(std::span<const int32_t>(depth_text.data(), static_cast<size_t>(depth)));
-  };
-  auto run_pp = [&](int n_prompt, int depth) -> double {
-    reset(depth);
-    const double t0 = now_seconds();
-    eval(std::span<const int32_t>(prompt_text.data(), static_cast<size_t>(n_prompt)));
-    return n_prompt / (now_seconds() - t0);
-  };
-  auto run_tg = [&](int n_gen, int depth) -> double {
-    reset(depth);
-    int32_t tok = static_cast<int32_t>(rng() % static_cast<uint32_t>(m.config.n_vocab));
-    const double t0 = now_seconds();
-    for (int i = 0; i < n_gen; ++i) {
-      eval(std::span<const int32_t>(&tok, 1));
-      tok = argmax(s.last_logits(), static_cast<int32_t>(m.config.n_vocab));  // greedy, as the engine samples it
-    }
-    return n_gen / (now_seconds() - t0);
-  };
+  BenchRunner runner(**session, m.config.n_vocab, max_prompt, max_depth);
 
-  struct Row {
-    std::string test;
-    int n_prompt, n_gen, n_depth;
-    Stats ts;
-    double gbps = 0, bw_pct = 0, paired_pct = 0;
-  };
-  std::vector<Row> rows;
-  // The decode roofline: the cached figure, or with --roofline the best of reads taken right
-  // before and after each tg repetition (the machine's bandwidth moves with its neighbours'
-  // load; reads taken beside the decode bound it better than one from another time).
-  BandwidthReads bw = max_gen > 0 && !roofline ? bandwidth(threads, false) : BandwidthReads{};
-  std::unique_ptr<BandwidthProbe> probe = max_gen > 0 && roofline ? std::make_unique<BandwidthProbe>(threads) : nullptr;
-  for (int32_t d : *dl) {
-    const std::string at_depth = d > 0 ? " @ d" + std::to_string(d) : "";  // llama-bench's naming
-    for (int32_t p : *pl) {
-      if (p == 0) continue;
-      run_pp(p, d);  // warm-up
-      std::vector<double> v;
-      for (int r = 0; r < reps; ++r) v.push_back(run_pp(p, d));
-      rows.push_back({"pp" + std::to_string(p) + at_depth, p, 0, d, stats(v)});
-    }
-    for (int32_t g : *gl) {
-      if (g == 0) continue;
-      run_tg(g, d);
-      const double bytes = static_cast<double>(m.bytes_per_token());
-      // With a probe, reads[r] and reads[r + 1] are the best reads right before and right after
-      // repetition r.
-      std::vector<double> v, reads;
-      auto probe_reads = [&] {
-        // Each pool's workers spin a few milliseconds after their last job: let them go to
-        // sleep so that the probe and the decode do not share the cores.
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        const BandwidthReads b = probe->measure(1);
-        bw.add(b);
-        reads.push_back(b.best);
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      };
-      for (int r = 0; r < reps; ++r) {
-        if (probe && r == 0) probe_reads();
-        v.push_back(run_tg(g, d));
-        if (probe) probe_reads();
-      }
-      Row row{"tg" + std::to_string(g) + at_depth, 0, g, d, stats(v)};
-      row.gbps = row.ts.mean * bytes / 1e9;
-      if (probe) save_bandwidth(threads, bw.best);
-      // The median repetition against the best read of the run: an upper bound that a lucky
-      // read cannot beat, and the decode's own noise stays out of it.
-      // Paired: each repetition against the better of the reads on either side of it, the
-      // median of those shares. A host whose bandwidth moves with its neighbours' load (one Zen 4
-      // VM read 30 GB/s in one minute and 54 in the next) puts a decode taken in a slow minute
-      // against the read of a fast one in bw_pct; here it meets the reads of its own minute.
-      // Both from the same figure per repetition, so that the paired share is never below the
-      // other, not even by a rounding (a median of two ratios and the ratio of a median had
-      // differed in the last bit where the best read was beside both repetitions).
-      std::vector<double> share, paired;
-      for (int r = 0; r < reps; ++r) {
-        const double gbps100 = 100.0 * v[r] * bytes / 1e9;  // the repetition's GB/s, x 100
-        if (bw.best > 0) share.push_back(gbps100 / bw.best);
-        if (probe) paired.push_back(gbps100 / std::max(reads[r], reads[r + 1]));
-      }
-      row.bw_pct = median(share);
-      if (probe) row.paired_pct = median(paired);
-      rows.push_back(row);
-    }
-  }
-
-  const std::string type = m.file_type_name();
-  const size_t model_bytes = m.weight_bytes();
-  if (json) {
-    nlohmann::json out = nlohmann::json::array();
-    for (const Row& r : rows) {
-      nlohmann::json o = {{"test", r.test},         {"n_prompt", r.n_prompt},   {"n_gen", r.n_gen}, {"n_depth", r.n_depth},
-                          {"threads", threads},      {"avg_ts", r.ts.mean},      {"stddev_ts", r.ts.stddev},
-                          {"model_type", type},      {"model_bytes", model_bytes}, {"model_filename", m.path}};
-      if (r.n_gen > 0) {
-        o["weights_gbps"] = r.gbps;
-        o["read_bandwidth_gbps"] = bw.best;
-        o["read_bandwidth_min_gbps"] = bw.worst;
-        if (roofline) o["read_bandwidth_median_gbps"] = bw.median;
-        o["bandwidth_reads"] = bw.reads;
-        o["bandwidth_paired"] = roofline;  // measured around each repetition, not the cached figure
-        o["bandwidth_pct"] = r.bw_pct;
-        if (roofline) o["bandwidth_paired_pct"] = r.paired_pct;
-      }
-      out.push_back(o);
-    }
-    std::printf("%s\n", out.dump(2).c_str());
-  } else {
-    std::printf("| model | size | threads | test | t/s | weights GB/s | %% of read bandwidth |\n");
-    std::printf("|---|---|---|---|---|---|---|\n");
-    for (const Row& r : rows) {
-      std::printf("| %s | %.2f GiB | %d | %s | %.2f ± %.2f | %s | %s |\n", type.c_str(), model_bytes / 1073741824.0,
-                  threads, r.test.c_str(), r.ts.mean, r.ts.stddev,
-                  r.n_gen ? strprintf("%.1f", r.gbps).c_str() : "",
-                  !r.n_gen ? ""
-                  : roofline
-                      ? strprintf("%.0f%% paired, %.0f%% of the best %.1f (reads %.1f-%.1f, median %.1f)", r.paired_pct,
-                                  r.bw_pct, bw.best, bw.worst, bw.best, bw.median).c_str()
-                      : strprintf("%.0f%% of %.1f (cached)", r.bw_pct, bw.best).c_str());
-    }
-  }
+  Roofline rl;
+  rl.threads = f.threads;
+  if (max_gen > 0 && !f.roofline) rl.bw = bandwidth(f.threads, false);
+  if (max_gen > 0 && f.roofline) rl.probe = std::make_unique<BandwidthProbe>(f.threads);
+  const std::vector<Row> rows = run_tests(runner, f, static_cast<double>(m.bytes_per_token()), rl);
+  if (f.json)
+    print_json(rows, m, f.threads, rl.bw, f.roofline);
+  else
+    print_table(rows, m, f.threads, rl.bw, f.roofline);
   return 0;
 }
 

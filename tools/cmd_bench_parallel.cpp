@@ -139,13 +139,33 @@ std::vector<AggregateRow> aggregate(Engine& e, const std::vector<int32_t>& count
   return rows;
 }
 
-}  // namespace
-
-int bench_parallel(int argc, char** argv) {
-  std::string model_path, counts = "1,4,16,64", skip;
+// The flags of ll3 bench --parallel, parsed and checked, and the engine options they make.
+struct ParallelFlags {
+  std::string model_path, skip;
+  std::vector<int32_t> counts;  // --parallel
   int gen = 32, prompt_len = 16, reps = 3, ttft_prompt = 966, history = 2000, fair_prompt = 4096, fair_streams = 8;
-  bool json = false, parallel_flag = false;
+  bool json = false;
   EngineFlags ef;
+  EngineOptions eo;
+  bool wants(const char* test) const { return skip.find(test) == std::string::npos; }
+};
+
+// Room for every stream of every test, and a session directory (a temporary one unless given).
+void size_engine(ParallelFlags& f) {
+  int max_n = 1;
+  for (int32_t n : f.counts) max_n = std::max<int>(max_n, n);
+  f.eo.max_seqs = std::max(max_n, f.fair_streams + 1);
+  f.eo.max_queue = std::max<int64_t>(f.eo.max_queue, max_n);
+  if (f.eo.session_dir.empty()) {
+    f.eo.session_dir =
+        (std::filesystem::temp_directory_path() / ("ll3-bench-sessions-" + std::to_string(getpid()))).string();
+  }
+}
+
+// Returns -1 to go on, else the exit code (after --help or a usage error).
+int parse_parallel_flags(int argc, char** argv, ParallelFlags& f) {
+  std::string counts = "1,4,16,64";
+  bool parallel_flag = false;
   ArgParser ap("bench", "ll3 bench --parallel [1,4,16,64] [-m MODEL] [-n GEN] [engine flags]",
                "The serving engine under concurrent load: aggregate generation speed, time to first token "
                "with and without a cached prefix, a session's second turn, and fairness during a long prefill.");
@@ -154,187 +174,241 @@ int bench_parallel(int argc, char** argv) {
     counts = v;
     return std::string();
   });
-  ap.add_string({"-m", "--model"}, "MODEL", "GGUF file or Hugging Face directory (default: the default model)", &model_path);
-  ap.add_int({"-n", "--n-gen"}, "N", "tokens each stream generates (default 32)", &gen);
-  ap.add_int({"--prompt-len"}, "N", "prompt tokens of each stream (default 16)", &prompt_len);
-  ap.add_int({"-r", "--repetitions"}, "N", "repetitions of each aggregate test; the median is reported (default 3)", &reps);
-  ap.add_int({"--ttft-prompt"}, "N", "prompt tokens of the time-to-first-token test (default 966)", &ttft_prompt);
-  ap.add_int({"--history"}, "N", "tokens of history before a session's second turn (default 2000)", &history);
-  ap.add_int({"--fair-prompt"}, "N", "prompt prefilled during the fairness test (default 4096)", &fair_prompt);
-  ap.add_int({"--fair-streams"}, "N", "streams running during the fairness test (default 8)", &fair_streams);
-  ap.add_string({"--skip"}, "LIST", "tests to leave out: aggregate, ttft, session, fairness", &skip);
-  ap.add_flag({"--json"}, "print the figures as JSON", &json);
-  add_engine_flags(ap, &ef, true);
+  ap.add_string({"-m", "--model"}, "MODEL", "GGUF file or Hugging Face directory (default: the default model)", &f.model_path);
+  ap.add_int({"-n", "--n-gen"}, "N", "tokens each stream generates (default 32)", &f.gen);
+  ap.add_int({"--prompt-len"}, "N", "prompt tokens of each stream (default 16)", &f.prompt_len);
+  ap.add_int({"-r", "--repetitions"}, "N", "repetitions of each aggregate test; the median is reported (default 3)", &f.reps);
+  ap.add_int({"--ttft-prompt"}, "N", "prompt tokens of the time-to-first-token test (default 966)", &f.ttft_prompt);
+  ap.add_int({"--history"}, "N", "tokens of history before a session's second turn (default 2000)", &f.history);
+  ap.add_int({"--fair-prompt"}, "N", "prompt prefilled during the fairness test (default 4096)", &f.fair_prompt);
+  ap.add_int({"--fair-streams"}, "N", "streams running during the fairness test (default 8)", &f.fair_streams);
+  ap.add_string({"--skip"}, "LIST", "tests to leave out: aggregate, ttft, session, fairness", &f.skip);
+  ap.add_flag({"--json"}, "print the figures as JSON", &f.json);
+  add_engine_flags(ap, &f.ef, true);
   if (int rc = ap.parse(argc, argv); rc >= 0) return rc;
   Result<std::vector<int32_t>> ns = parse_token_list(counts);
   if (!ns.ok() || !parallel_flag) return ap.usage_error("--parallel takes a list of sequence counts like 1,4,16,64");
-  if (gen < 2 || prompt_len < 1 || reps < 1 || ttft_prompt < 2 || history < 2 || fair_prompt < 2 || fair_streams < 1) {
+  if (f.gen < 2 || f.prompt_len < 1 || f.reps < 1 || f.ttft_prompt < 2 || f.history < 2 || f.fair_prompt < 2 ||
+      f.fair_streams < 1) {
     return ap.usage_error("-n must be >= 2, the other sizes >= 1");
   }
-  EngineOptions eo;
-  if (std::string err = finish_engine_flags(ef, &eo); !err.empty()) return ap.usage_error(err);
-  int max_n = 1;
-  for (int32_t n : ns.value()) max_n = std::max<int>(max_n, n);
-  eo.max_seqs = std::max(max_n, fair_streams + 1);
-  eo.max_queue = std::max<int64_t>(eo.max_queue, max_n);
-  const std::string session_dir = eo.session_dir.empty()
-                                      ? (std::filesystem::temp_directory_path() / ("ll3-bench-sessions-" + std::to_string(getpid()))).string()
-                                      : eo.session_dir;
-  eo.session_dir = session_dir;
-  auto wants = [&](const char* name) { return skip.find(name) == std::string::npos; };
+  if (std::string err = finish_engine_flags(f.ef, &f.eo); !err.empty()) return ap.usage_error(err);
+  f.counts = ns.value();
+  size_engine(f);
+  return -1;
+}
 
-  Result<LoadedModel> lm = load_model_cli(model_path, true, ef.load);
-  if (!lm.ok()) return fail("bench", lm.message());
-  const std::string type = lm->model->file_type_name();
-  std::shared_ptr<const Model> model = make_model(std::move(lm->model), std::move(lm->tokenizer));
-  const int64_t vocab = model->n_vocab();
-  auto engine = [&](const EngineOptions& o) {
-    Result<std::unique_ptr<Engine>> e = Engine::create(model, o);
-    if (!e.ok()) {
-      std::fprintf(stderr, "ll3 bench: %s\n", e.message().c_str());
-      std::exit(1);
-    }
-    return std::move(e.value());
-  };
-  std::mt19937 rng(7);
-  nlohmann::json out = {{"model_type", type}, {"threads", eo.threads}, {"batch_tokens", eo.batch_tokens}};
-  std::unique_ptr<Engine> e = engine(eo);
-  const std::string where = e->where();
-  out["runs_on"] = where;
-
-  // Aggregate generation speed.
-  std::vector<AggregateRow> agg;
-  if (wants("aggregate")) {
-    aggregate_once(*e, 1, prompt_len, gen, rng, vocab);  // warm-up
-    agg = aggregate(*e, ns.value(), prompt_len, gen, reps, rng, vocab, json);
-    nlohmann::json a = nlohmann::json::array();
-    for (const AggregateRow& r : agg) {
-      a.push_back({{"sequences", r.n}, {"tokens_per_s", r.tps}, {"ratio_to_one", r.tps / agg[0].tps},
-                   {"decode_tokens_per_s", r.decode_tps}, {"decode_ratio_to_one", r.decode_tps / agg[0].decode_tps},
-                   {"itl_median_s", r.itl_median}});
-    }
-    out["aggregate"] = a;
+// An engine, or the end of the benchmark.
+std::unique_ptr<Engine> start_engine(std::shared_ptr<const Model> model, const EngineOptions& o) {
+  Result<std::unique_ptr<Engine>> e = Engine::create(std::move(model), o);
+  if (!e.ok()) {
+    std::fprintf(stderr, "ll3 bench: %s\n", e.message().c_str());
+    std::exit(1);
   }
-  const double decode_step = !agg.empty() && agg[0].n == 1 ? agg[0].itl_median : 0;
+  return std::move(e.value());
+}
 
-  // Time to first token: cold, then the same prefix plus 4 new tokens.
-  double cold = 0, warm = 0;
-  if (wants("ttft")) {
-    std::vector<int32_t> p = random_tokens(ttft_prompt, rng, vocab);
-    cold = ttft(*e, greedy(p, 1));
-    for (int i = 0; i < 4; ++i) p.push_back(static_cast<int32_t>(rng() % 128000));
-    warm = ttft(*e, greedy(p, 1));
-    out["ttft"] = {{"prompt", ttft_prompt}, {"cold_s", cold}, {"warm_s", warm}, {"cold_over_warm", cold / warm},
-                   {"decode_step_s", decode_step}, {"warm_over_decode_step", decode_step > 0 ? warm / decode_step : 0}};
+// Streams whose tokens' times are recorded, for the fairness test.
+struct TimedStreams {
+  explicit TimedStreams(int n) : times(static_cast<size_t>(n)), done(static_cast<size_t>(n)) {}
+  // Tokens of each stream so far.
+  std::vector<size_t> counts() {
+    std::lock_guard<std::mutex> lk(mu);
+    std::vector<size_t> c(times.size());
+    for (size_t i = 0; i < times.size(); ++i) c[i] = times[i].size();
+    return c;
+  }
+  std::mutex mu;
+  std::vector<std::vector<double>> times;
+  std::vector<RequestId> ids;
+  std::vector<std::promise<void>> done;
+  std::atomic<int> started{0};
+};
+
+// The tests, run in order on one engine (the session test restarts it), each leaving its
+// figures for the report and in the JSON.
+class ParallelBench {
+ public:
+  ParallelBench(const ParallelFlags& f, std::shared_ptr<const Model> model, const std::string& type)
+      : f_(f), model_(std::move(model)), vocab_(model_->n_vocab()), type_(type) {
+    out_ = {{"model_type", type}, {"threads", f.eo.threads}, {"batch_tokens", f.eo.batch_tokens}};
+    e_ = start_engine(model_, f.eo);
+    where_ = e_->where();
+    out_["runs_on"] = where_;
   }
 
-  // A session's second turn after `history` tokens: with the session, without (a cold prompt),
-  // and from the session directory in a new engine.
-  double with_session = 0, without = 0, restarted = 0;
-  if (wants("session")) {
-    Request t1 = greedy(random_tokens(history, rng, vocab), 8);
-    t1.session_id = "bench";
-    Result<Engine::Completion> c1 = e->generate(t1);
-    if (!c1.ok()) return fail("bench", c1.message());
-    std::vector<int32_t> turn2 = t1.tokens;
-    turn2.insert(turn2.end(), c1->tokens.begin(), c1->tokens.end());
-    for (int i = 0; i < 8; ++i) turn2.push_back(static_cast<int32_t>(rng() % 128000));
-    Request t2 = greedy(turn2, 1);
-    t2.session_id = "bench";
-    with_session = ttft(*e, t2);
-    e.reset();  // shutdown saves the session
-    EngineOptions cold_opt = eo;
-    cold_opt.prefix_cache = false;
-    cold_opt.session_dir.clear();
-    without = ttft(*engine(cold_opt), greedy(turn2, 1));
-    e = engine(eo);
-    restarted = ttft(*e, t2);
-    out["session"] = {{"history", history},
-                      {"with_session_s", with_session},
-                      {"without_s", without},
-                      {"after_restart_s", restarted},
-                      {"speedup", without / with_session},
-                      {"speedup_after_restart", without / restarted}};
+  void aggregate_test();
+  void ttft_test();
+  Status session_test();
+  Status fairness_test();
+  // Shuts the engine down and removes a temporary session directory.
+  void close() {
+    e_.reset();
+    std::error_code ec;
+    if (f_.ef.session_dir.empty()) std::filesystem::remove_all(f_.eo.session_dir, ec);
   }
+  void print_json() const { std::printf("%s\n", out_.dump(2).c_str()); }
+  void print_text() const;
 
-  // Fairness: streams decoding while a long prompt is prefilled in chunks.
-  double itl_p50 = 0, itl_p99 = 0;
-  if (wants("fairness")) {
-    std::mutex mu;
-    std::vector<std::vector<double>> times(static_cast<size_t>(fair_streams));
-    std::vector<RequestId> ids;
-    std::vector<std::promise<void>> done(static_cast<size_t>(fair_streams));
-    std::atomic<int> started{0};
-    for (int i = 0; i < fair_streams; ++i) {
-      Request q = greedy(random_tokens(prompt_len, rng, vocab), -1);
-      times[i].reserve(100000);
-      q.on_token = [&, i](const TokenEvent& ev) {
-        std::lock_guard<std::mutex> lk(mu);
-        times[i].push_back(ev.seconds);
-        if (ev.index == 3) ++started;
-        return true;
-      };
-      q.on_finish = [&done, i](const FinishInfo&) { done[i].set_value(); };
-      ids.push_back(e->submit(std::move(q)).value());
-    }
-    while (started < fair_streams) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    std::vector<size_t> from(static_cast<size_t>(fair_streams));
-    {
-      std::lock_guard<std::mutex> lk(mu);
-      for (int i = 0; i < fair_streams; ++i) from[i] = times[i].size();
-    }
-    Result<Engine::Completion> big = e->generate(greedy(random_tokens(fair_prompt, rng, vocab), 1));
-    if (!big.ok()) return fail("bench", big.message());
-    std::vector<size_t> to(static_cast<size_t>(fair_streams));
-    {
-      std::lock_guard<std::mutex> lk(mu);
-      for (int i = 0; i < fair_streams; ++i) to[i] = times[i].size();
-    }
-    for (RequestId id : ids) e->cancel(id);
-    for (auto& d : done) d.get_future().wait();
-    std::vector<double> itl;
-    for (int i = 0; i < fair_streams; ++i) {
-      for (size_t k = std::max<size_t>(from[i], 1); k < to[i]; ++k) itl.push_back(times[i][k] - times[i][k - 1]);
-    }
-    itl_p50 = percentile(itl, 0.5);
-    itl_p99 = percentile(itl, 0.99);
-    out["fairness"] = {{"streams", fair_streams}, {"prompt", fair_prompt}, {"prefill_s", big->finish.first_token_seconds},
-                       {"itl_p50_s", itl_p50}, {"itl_p99_s", itl_p99}, {"p99_over_p50", itl_p50 > 0 ? itl_p99 / itl_p50 : 0},
-                       {"intervals", itl.size()}};
-  }
-  e.reset();
-  std::error_code ec;
-  if (ef.session_dir.empty()) std::filesystem::remove_all(session_dir, ec);
+ private:
+  // One decode step of a lone stream (from the aggregate test), or 0.
+  double decode_step() const { return !agg_.empty() && agg_[0].n == 1 ? agg_[0].itl_median : 0; }
 
-  if (json) {
-    std::printf("%s\n", out.dump(2).c_str());
-    return 0;
+  const ParallelFlags& f_;
+  std::shared_ptr<const Model> model_;
+  const int64_t vocab_;
+  const std::string type_;
+  std::mt19937 rng_{7};
+  nlohmann::json out_;
+  std::unique_ptr<Engine> e_;
+  std::string where_;
+  std::vector<AggregateRow> agg_;
+  double cold_ = 0, warm_ = 0;
+  double with_session_ = 0, without_ = 0, restarted_ = 0;
+  double itl_p50_ = 0, itl_p99_ = 0;
+};
+
+// Aggregate generation speed.
+void ParallelBench::aggregate_test() {
+  aggregate_once(*e_, 1, f_.prompt_len, f_.gen, rng_, vocab_);  // warm-up
+  agg_ = aggregate(*e_, f_.counts, f_.prompt_len, f_.gen, f_.reps, rng_, vocab_, f_.json);
+  nlohmann::json a = nlohmann::json::array();
+  for (const AggregateRow& r : agg_) {
+    a.push_back({{"sequences", r.n}, {"tokens_per_s", r.tps}, {"ratio_to_one", r.tps / agg_[0].tps},
+                 {"decode_tokens_per_s", r.decode_tps}, {"decode_ratio_to_one", r.decode_tps / agg_[0].decode_tps},
+                 {"itl_median_s", r.itl_median}});
   }
-  std::printf("model %s, %d threads, batch %lld tokens, on %s\n\n", type.c_str(), eo.threads,
-              static_cast<long long>(eo.batch_tokens), where.c_str());
-  if (!agg.empty()) {
+  out_["aggregate"] = a;
+}
+
+// Time to first token: cold, then the same prefix plus 4 new tokens.
+void ParallelBench::ttft_test() {
+  std::vector<int32_t> p = random_tokens(f_.ttft_prompt, rng_, vocab_);
+  cold_ = ttft(*e_, greedy(p, 1));
+  for (int i = 0; i < 4; ++i) p.push_back(static_cast<int32_t>(rng_() % 128000));
+  warm_ = ttft(*e_, greedy(p, 1));
+  const double step = decode_step();
+  out_["ttft"] = {{"prompt", f_.ttft_prompt}, {"cold_s", cold_}, {"warm_s", warm_}, {"cold_over_warm", cold_ / warm_},
+                  {"decode_step_s", step}, {"warm_over_decode_step", step > 0 ? warm_ / step : 0}};
+}
+
+// A session's second turn after `history` tokens: with the session, without (a cold prompt),
+// and from the session directory in a new engine.
+Status ParallelBench::session_test() {
+  Request t1 = greedy(random_tokens(f_.history, rng_, vocab_), 8);
+  t1.session_id = "bench";
+  Result<Engine::Completion> c1 = e_->generate(t1);
+  if (!c1.ok()) return c1.status();
+  std::vector<int32_t> turn2 = t1.tokens;
+  turn2.insert(turn2.end(), c1->tokens.begin(), c1->tokens.end());
+  for (int i = 0; i < 8; ++i) turn2.push_back(static_cast<int32_t>(rng_() % 128000));
+  Request t2 = greedy(turn2, 1);
+  t2.session_id = "bench";
+  with_session_ = ttft(*e_, t2);
+  e_.reset();  // shutdown saves the session
+  EngineOptions cold_opt = f_.eo;
+  cold_opt.prefix_cache = false;
+  cold_opt.session_dir.clear();
+  without_ = ttft(*start_engine(model_, cold_opt), greedy(turn2, 1));
+  e_ = start_engine(model_, f_.eo);
+  restarted_ = ttft(*e_, t2);
+  out_["session"] = {{"history", f_.history},
+                     {"with_session_s", with_session_},
+                     {"without_s", without_},
+                     {"after_restart_s", restarted_},
+                     {"speedup", without_ / with_session_},
+                     {"speedup_after_restart", without_ / restarted_}};
+  return ok_status();
+}
+
+// Fairness: streams decoding while a long prompt is prefilled in chunks; the intervals between
+// their tokens during the prefill.
+Status ParallelBench::fairness_test() {
+  const int n = f_.fair_streams;
+  TimedStreams ts(n);
+  for (int i = 0; i < n; ++i) {
+    Request q = greedy(random_tokens(f_.prompt_len, rng_, vocab_), -1);
+    ts.times[i].reserve(100000);
+    q.on_token = [&ts, i](const TokenEvent& ev) {
+      std::lock_guard<std::mutex> lk(ts.mu);
+      ts.times[i].push_back(ev.seconds);
+      if (ev.index == 3) ++ts.started;
+      return true;
+    };
+    q.on_finish = [&ts, i](const FinishInfo&) { ts.done[i].set_value(); };
+    ts.ids.push_back(e_->submit(std::move(q)).value());
+  }
+  while (ts.started < n) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const std::vector<size_t> from = ts.counts();
+  Result<Engine::Completion> big = e_->generate(greedy(random_tokens(f_.fair_prompt, rng_, vocab_), 1));
+  if (!big.ok()) return big.status();
+  const std::vector<size_t> to = ts.counts();
+  for (RequestId id : ts.ids) e_->cancel(id);
+  for (auto& d : ts.done) d.get_future().wait();
+  std::vector<double> itl;
+  for (int i = 0; i < n; ++i) {
+    for (size_t k = std::max<size_t>(from[i], 1); k < to[i]; ++k) itl.push_back(ts.times[i][k] - ts.times[i][k - 1]);
+  }
+  itl_p50_ = percentile(itl, 0.5);
+  itl_p99_ = percentile(itl, 0.99);
+  out_["fairness"] = {{"streams", n}, {"prompt", f_.fair_prompt}, {"prefill_s", big->finish.first_token_seconds},
+                      {"itl_p50_s", itl_p50_}, {"itl_p99_s", itl_p99_}, {"p99_over_p50", itl_p50_ > 0 ? itl_p99_ / itl_p50_ : 0},
+                      {"intervals", itl.size()}};
+  return ok_status();
+}
+
+void ParallelBench::print_text() const {
+  std::printf("model %s, %d threads, batch %lld tokens, on %s\n\n", type_.c_str(), f_.eo.threads,
+              static_cast<long long>(f_.eo.batch_tokens), where_.c_str());
+  if (!agg_.empty()) {
     std::printf("| sequences | generated t/s | x one | t/s while all decode | x one | median inter-token ms |\n"
                 "|---|---|---|---|---|---|\n");
-    for (const AggregateRow& r : agg) {
-      std::printf("| %d | %.1f | %.2f | %.1f | %.2f | %.1f |\n", r.n, r.tps, r.tps / agg[0].tps, r.decode_tps,
-                  r.decode_tps / agg[0].decode_tps, r.itl_median * 1e3);
+    for (const AggregateRow& r : agg_) {
+      std::printf("| %d | %.1f | %.2f | %.1f | %.2f | %.1f |\n", r.n, r.tps, r.tps / agg_[0].tps, r.decode_tps,
+                  r.decode_tps / agg_[0].decode_tps, r.itl_median * 1e3);
     }
     std::printf("\n(generated t/s: from the first submit to the last token, the %d-token prompts included; "
-                "while all decode: from the last stream's first token on, steps of decode rows only)\n\n", prompt_len);
+                "while all decode: from the last stream's first token on, steps of decode rows only)\n\n", f_.prompt_len);
   }
-  if (cold > 0) {
+  const double step = decode_step();
+  if (cold_ > 0) {
     std::printf("time to first token, %d-token prompt: cold %.3f s, prefix cached %.3f s (%.0fx); one decode step %.3f s "
-                "(cached TTFT = %.2f steps)\n", ttft_prompt, cold, warm, cold / warm, decode_step,
-                decode_step > 0 ? warm / decode_step : 0.0);
+                "(cached TTFT = %.2f steps)\n", f_.ttft_prompt, cold_, warm_, cold_ / warm_, step,
+                step > 0 ? warm_ / step : 0.0);
   }
-  if (with_session > 0) {
+  if (with_session_ > 0) {
     std::printf("session's second turn after %d tokens: %.3f s with the session, %.3f s without (%.0fx), %.3f s after a "
-                "restart (%.0fx)\n", history, with_session, without, without / with_session, restarted, without / restarted);
+                "restart (%.0fx)\n", f_.history, with_session_, without_, without_ / with_session_, restarted_,
+                without_ / restarted_);
   }
-  if (itl_p50 > 0) {
+  if (itl_p50_ > 0) {
     std::printf("fairness: %d streams during a %d-token prefill: inter-token P50 %.1f ms, P99 %.1f ms (P99/P50 %.2f)\n",
-                fair_streams, fair_prompt, itl_p50 * 1e3, itl_p99 * 1e3, itl_p99 / itl_p50);
+                f_.fair_streams, f_.fair_prompt, itl_p50_ * 1e3, itl_p99_ * 1e3, itl_p99_ / itl_p50_);
   }
+}
+
+}  // namespace
+
+int bench_parallel(int argc, char** argv) {
+  ParallelFlags f;
+  if (int rc = parse_parallel_flags(argc, argv, f); rc >= 0) return rc;
+  Result<LoadedModel> lm = load_model_cli(f.model_path, true, f.ef.load);
+  if (!lm.ok()) return fail("bench", lm.message());
+  const std::string type = lm->model->file_type_name();
+  ParallelBench b(f, make_model(std::move(lm->model), std::move(lm->tokenizer)), type);
+  if (f.wants("aggregate")) b.aggregate_test();
+  if (f.wants("ttft")) b.ttft_test();
+  if (f.wants("session")) {
+    if (Status st = b.session_test(); !st.ok()) return fail("bench", st.message());
+  }
+  if (f.wants("fairness")) {
+    if (Status st = b.fairness_test(); !st.ok()) return fail("bench", st.message());
+  }
+  b.close();
+  if (f.json)
+    b.print_json();
+  else
+    b.print_text();
   return 0;
 }
 

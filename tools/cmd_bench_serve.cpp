@@ -305,119 +305,161 @@ LevelReport run_level(const Target& t, const Config& c, int clients) {
   return r;
 }
 
-int cmd_bench_serve(int argc, char** argv) {
-  std::string url = "http://127.0.0.1:8080", clients_list = "1,16,256", key;
+// The flags of ll3 bench-serve, parsed and checked.
+struct ServeBenchFlags {
+  std::string url = "http://127.0.0.1:8080";
+  Target target;
+  std::vector<int> levels;  // --clients
   long long requests = 4, max_tokens = 32, prompt_tokens = 32, n_prompts = 8, seed = 1;
   double duration = 300;
   bool no_check = false, as_json = false;
+};
+
+// "1,16,256" -> its comma-separated parts (empty ones included).
+std::vector<std::string> split_commas(const std::string& list) {
+  std::vector<std::string> parts;
+  size_t b = 0;
+  while (b <= list.size()) {
+    size_t e = list.find(',', b);
+    if (e == std::string::npos) e = list.size();
+    parts.push_back(list.substr(b, e - b));
+    b = e + 1;
+  }
+  return parts;
+}
+
+// Returns -1 to go on, else the exit code (after --help or a usage error).
+int parse_bench_serve_flags(int argc, char** argv, ServeBenchFlags& f) {
+  std::string clients_list = "1,16,256", key;
   ArgParser ap("bench-serve", "ll3 bench-serve [--url http://127.0.0.1:8080] [--clients 1,16,256] [--requests 4] [--max-tokens 32]",
                "Load a running ll3 serve (loopback only) with concurrent streaming clients; report throughput, TTFT, "
                "inter-token latency, errors, lost and duplicated tokens. Exits 1 if any request failed or any stream "
                "lost, duplicated or changed a token.");
-  ap.add_string({"--url"}, "URL", "the server (default http://127.0.0.1:8080)", &url);
+  ap.add_string({"--url"}, "URL", "the server (default http://127.0.0.1:8080)", &f.url);
   ap.add_string({"--clients"}, "LIST", "concurrent clients, one run per entry (default 1,16,256)", &clients_list);
-  ap.add_int({"--requests"}, "N", "requests per client (default 4)", &requests);
-  ap.add_float({"--duration"}, "S", "per run, no new request after S seconds (default 300)", &duration);
-  ap.add_int({"--max-tokens"}, "N", "tokens per request (greedy, ignore_eos; default 32)", &max_tokens);
-  ap.add_int({"--prompt-tokens"}, "N", "random prompt length in tokens (default 32)", &prompt_tokens);
-  ap.add_int({"--prompts"}, "N", "distinct prompts, used in turn (default 8)", &n_prompts);
-  ap.add_int({"--seed"}, "S", "seed of the random prompts (default 1)", &seed);
+  ap.add_int({"--requests"}, "N", "requests per client (default 4)", &f.requests);
+  ap.add_float({"--duration"}, "S", "per run, no new request after S seconds (default 300)", &f.duration);
+  ap.add_int({"--max-tokens"}, "N", "tokens per request (greedy, ignore_eos; default 32)", &f.max_tokens);
+  ap.add_int({"--prompt-tokens"}, "N", "random prompt length in tokens (default 32)", &f.prompt_tokens);
+  ap.add_int({"--prompts"}, "N", "distinct prompts, used in turn (default 8)", &f.n_prompts);
+  ap.add_int({"--seed"}, "S", "seed of the random prompts (default 1)", &f.seed);
   ap.add_string({"--api-key"}, "KEY", "bearer key (default: $LL3_API_KEY)", &key);
-  ap.add_flag({"--no-check"}, "skip the non-streamed reference runs (no text comparison)", &no_check);
-  ap.add_flag({"--json"}, "one JSON object per run instead of the table", &as_json);
+  ap.add_flag({"--no-check"}, "skip the non-streamed reference runs (no text comparison)", &f.no_check);
+  ap.add_flag({"--json"}, "one JSON object per run instead of the table", &f.as_json);
   if (int rc = ap.parse(argc, argv); rc >= 0) return rc;
-  Target t;
-  if (std::string err = parse_url(url, &t); !err.empty()) return ap.usage_error(err);
-  t.key = key;
-  if (t.key.empty()) {
-    if (const char* k = std::getenv("LL3_API_KEY")) t.key = k;
+  if (std::string err = parse_url(f.url, &f.target); !err.empty()) return ap.usage_error(err);
+  f.target.key = key;
+  if (f.target.key.empty()) {
+    if (const char* k = std::getenv("LL3_API_KEY")) f.target.key = k;
   }
-  std::vector<int> levels;
-  for (const std::string& s : [&] {
-         std::vector<std::string> parts;
-         size_t b = 0;
-         while (b <= clients_list.size()) {
-           size_t e = clients_list.find(',', b);
-           if (e == std::string::npos) e = clients_list.size();
-           parts.push_back(clients_list.substr(b, e - b));
-           b = e + 1;
-         }
-         return parts;
-       }()) {
+  for (const std::string& s : split_commas(clients_list)) {
     const int n = std::atoi(s.c_str());
     if (n < 1 || n > 4096) return ap.usage_error("--clients: each entry must be in 1..4096");
-    levels.push_back(n);
+    f.levels.push_back(n);
   }
-  if (requests < 1 || max_tokens < 1 || prompt_tokens < 1 || n_prompts < 1 || !(duration > 0)) {
+  if (f.requests < 1 || f.max_tokens < 1 || f.prompt_tokens < 1 || f.n_prompts < 1 || !(f.duration > 0)) {
     return ap.usage_error("--requests, --max-tokens, --prompt-tokens, --prompts and --duration must be positive");
   }
+  return -1;
+}
+
+// Every client holds a connection: as many open files as the hard limit allows.
+void raise_open_file_limit() {
   rlimit rl{};
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
     rl.rlim_cur = rl.rlim_max;
     setrlimit(RLIMIT_NOFILE, &rl);
   }
+}
 
+// The run's settings and its seeded random prompts (each starts with <|begin_of_text|>).
+Config make_config(const ServeBenchFlags& f) {
   Config c;
-  c.requests = static_cast<int>(requests);
-  c.duration_s = duration;
-  c.max_tokens = static_cast<int>(max_tokens);
-  std::mt19937 rng(static_cast<uint32_t>(seed));
-  for (long long p = 0; p < n_prompts; ++p) {
+  c.requests = static_cast<int>(f.requests);
+  c.duration_s = f.duration;
+  c.max_tokens = static_cast<int>(f.max_tokens);
+  std::mt19937 rng(static_cast<uint32_t>(f.seed));
+  for (long long p = 0; p < f.n_prompts; ++p) {
     std::vector<int32_t> toks = {128000};
-    while (static_cast<long long>(toks.size()) < prompt_tokens) toks.push_back(static_cast<int32_t>(rng() % 120000));
+    while (static_cast<long long>(toks.size()) < f.prompt_tokens) toks.push_back(static_cast<int32_t>(rng() % 120000));
     c.prompts.push_back(std::move(toks));
   }
-  Result<json> models = request_sync(t, "GET", "/v1/models", "");
-  if (!models.ok()) return fail("bench-serve", models.message());
-  const std::string model = (*models)["data"][0].value("id", "?");
-  if (!no_check) {
-    for (size_t p = 0; p < c.prompts.size(); ++p) {
-      Result<json> r = request_sync(t, "POST", "/v1/completions", request_body(c, p, false).dump());
-      if (!r.ok()) return fail("bench-serve", r.message());
-      c.reference.push_back((*r)["choices"][0]["text"].get<std::string>());
-    }
+  return c;
+}
+
+// The non-streamed greedy text of every prompt, which each stream's text must match.
+Status fetch_references(const Target& t, Config& c) {
+  for (size_t p = 0; p < c.prompts.size(); ++p) {
+    Result<json> r = request_sync(t, "POST", "/v1/completions", request_body(c, p, false).dump());
+    if (!r.ok()) return r.status();
+    c.reference.push_back((*r)["choices"][0]["text"].get<std::string>());
   }
-  if (!as_json) {
-    std::printf("ll3 bench-serve: %s (%s), /v1/completions streamed, prompts of %lld tokens (%lld distinct), %lld tokens "
-                "per request (greedy, ignore_eos), %lld requests per client\n",
-                url.c_str(), model.c_str(), prompt_tokens, n_prompts, max_tokens, requests);
-    std::printf("%7s %8s %6s %5s %5s %8s %8s %9s %7s %9s %9s %8s %8s\n", "clients", "requests", "errors", "lost", "dup",
-                "mismatch", "wall_s", "tok/s", "req/s", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99");
+  return ok_status();
+}
+
+void print_table_header(const ServeBenchFlags& f, const std::string& model) {
+  std::printf("ll3 bench-serve: %s (%s), /v1/completions streamed, prompts of %lld tokens (%lld distinct), %lld tokens "
+              "per request (greedy, ignore_eos), %lld requests per client\n",
+              f.url.c_str(), model.c_str(), f.prompt_tokens, f.n_prompts, f.max_tokens, f.requests);
+  std::printf("%7s %8s %6s %5s %5s %8s %8s %9s %7s %9s %9s %8s %8s\n", "clients", "requests", "errors", "lost", "dup",
+              "mismatch", "wall_s", "tok/s", "req/s", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99");
+}
+
+void print_level(const LevelReport& r, bool as_json) {
+  if (as_json) {
+    json j = {{"clients", r.clients},       {"requests", r.requests},   {"errors", r.errors},
+              {"lost_tokens", r.lost},      {"duplicated_tokens", r.duplicated}, {"mismatched_streams", r.mismatched},
+              {"tokens", r.tokens},         {"wall_s", r.wall_s},       {"tokens_per_s", r.tokens_per_s()},
+              {"requests_per_s", r.wall_s > 0 ? static_cast<double>(r.requests) / r.wall_s : 0},
+              {"ttft_p50_ms", r.ttft_p50 * 1e3}, {"ttft_p99_ms", r.ttft_p99 * 1e3},
+              {"itl_p50_ms", r.itl_p50 * 1e3},   {"itl_p99_ms", r.itl_p99 * 1e3}};
+    if (!r.first_error.empty()) j["first_error"] = r.first_error;
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("%7d %8lld %6lld %5lld %5lld %8lld %8.2f %9.1f %7.2f %7.1fms %7.1fms %6.1fms %6.1fms\n", r.clients,
+                static_cast<long long>(r.requests), static_cast<long long>(r.errors), static_cast<long long>(r.lost),
+                static_cast<long long>(r.duplicated), static_cast<long long>(r.mismatched), r.wall_s, r.tokens_per_s(),
+                r.wall_s > 0 ? static_cast<double>(r.requests) / r.wall_s : 0.0, r.ttft_p50 * 1e3, r.ttft_p99 * 1e3,
+                r.itl_p50 * 1e3, r.itl_p99 * 1e3);
+    if (!r.first_error.empty()) std::printf("        first error: %s\n", r.first_error.c_str());
   }
-  std::vector<LevelReport> reports;
-  bool bad = false;
-  for (int n : levels) {
-    LevelReport r = run_level(t, c, n);
-    reports.push_back(r);
-    bad = bad || r.errors > 0 || r.lost > 0 || r.duplicated > 0 || r.mismatched > 0;
-    if (as_json) {
-      json j = {{"clients", r.clients},       {"requests", r.requests},   {"errors", r.errors},
-                {"lost_tokens", r.lost},      {"duplicated_tokens", r.duplicated}, {"mismatched_streams", r.mismatched},
-                {"tokens", r.tokens},         {"wall_s", r.wall_s},       {"tokens_per_s", r.tokens_per_s()},
-                {"requests_per_s", r.wall_s > 0 ? static_cast<double>(r.requests) / r.wall_s : 0},
-                {"ttft_p50_ms", r.ttft_p50 * 1e3}, {"ttft_p99_ms", r.ttft_p99 * 1e3},
-                {"itl_p50_ms", r.itl_p50 * 1e3},   {"itl_p99_ms", r.itl_p99 * 1e3}};
-      if (!r.first_error.empty()) j["first_error"] = r.first_error;
-      std::printf("%s\n", j.dump().c_str());
-    } else {
-      std::printf("%7d %8lld %6lld %5lld %5lld %8lld %8.2f %9.1f %7.2f %7.1fms %7.1fms %6.1fms %6.1fms\n", r.clients,
-                  static_cast<long long>(r.requests), static_cast<long long>(r.errors), static_cast<long long>(r.lost),
-                  static_cast<long long>(r.duplicated), static_cast<long long>(r.mismatched), r.wall_s, r.tokens_per_s(),
-                  r.wall_s > 0 ? static_cast<double>(r.requests) / r.wall_s : 0.0, r.ttft_p50 * 1e3, r.ttft_p99 * 1e3,
-                  r.itl_p50 * 1e3, r.itl_p99 * 1e3);
-      if (!r.first_error.empty()) std::printf("        first error: %s\n", r.first_error.c_str());
-    }
-    std::fflush(stdout);
-  }
+  std::fflush(stdout);
+}
+
+// Each run's tokens/s against the one-client run's, when there is one.
+void print_scaling(const std::vector<LevelReport>& reports) {
   const LevelReport* one = nullptr;
   for (const LevelReport& r : reports) {
     if (r.clients == 1) one = &r;
   }
-  if (!as_json && one && one->tokens_per_s() > 0) {
+  if (one && one->tokens_per_s() > 0) {
     for (const LevelReport& r : reports) {
       if (r.clients > 1) std::printf("%d clients: %.1fx the tokens/s of 1 client\n", r.clients, r.tokens_per_s() / one->tokens_per_s());
     }
   }
+}
+
+int cmd_bench_serve(int argc, char** argv) {
+  ServeBenchFlags f;
+  if (int rc = parse_bench_serve_flags(argc, argv, f); rc >= 0) return rc;
+  raise_open_file_limit();
+  Config c = make_config(f);
+  Result<json> models = request_sync(f.target, "GET", "/v1/models", "");
+  if (!models.ok()) return fail("bench-serve", models.message());
+  const std::string model = (*models)["data"][0].value("id", "?");
+  if (!f.no_check) {
+    if (Status st = fetch_references(f.target, c); !st.ok()) return fail("bench-serve", st.message());
+  }
+  if (!f.as_json) print_table_header(f, model);
+  std::vector<LevelReport> reports;
+  bool bad = false;
+  for (int n : f.levels) {
+    LevelReport r = run_level(f.target, c, n);
+    reports.push_back(r);
+    bad = bad || r.errors > 0 || r.lost > 0 || r.duplicated > 0 || r.mismatched > 0;
+    print_level(r, f.as_json);
+  }
+  if (!f.as_json) print_scaling(reports);
   return bad ? 1 : 0;
 }
 

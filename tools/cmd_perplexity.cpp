@@ -72,89 +72,105 @@ void print_kl(const KlSummary& k) {
   std::printf("Same top p: %6.3f ± %5.3f %%\n", 100 * k.same_top.mean, 100 * k.same_top.err);
 }
 
-int cmd_perplexity(int argc, char** argv) {
+struct PerplexityFlags {
   std::string model_path, text_path, save_path, base_path, kv_type = "f16";
   long long ctx = 0, chunks = -1, batch = 512;
   int threads = 0;
   bool float_act = false, amx_bf16 = false;
   LoadFlags load_flags;
+  DType kv = DType::F16;  // kv_type, parsed
+  std::string text;       // the file at text_path
+};
+
+// Parses and checks the flags and reads the text. Returns -1 to go on, else the exit code.
+int parse_perplexity_flags(int argc, char** argv, PerplexityFlags& f) {
   ArgParser ap("perplexity",
                "ll3 perplexity -m MODEL -f TEXT [--ctx 512] [--chunks N] [-t N] [--save-logits FILE | --kl-base FILE] "
                "[--float-act]",
                "Perplexity over non-overlapping chunks of a text (second half of each scored, as llama-perplexity "
                "does); KL divergence against a saved base run.");
   ap.add_string({"-m", "--model"}, "MODEL", "GGUF file or Hugging Face directory (default: the default model)",
-                &model_path);
-  ap.add_string({"-f", "--file"}, "TEXT", "text file to score (bytes as they are)", &text_path);
-  ap.add_int({"-c", "--ctx"}, "N", "tokens per chunk (default 512, or the base file's)", &ctx);
-  ap.add_int({"--chunks"}, "N", "score at most N chunks (default: all)", &chunks);
-  ap.add_int({"-b", "--batch"}, "N", "tokens per forward step (default 512)", &batch);
-  ap.add_int({"-t", "--threads"}, "N", "threads (default: all cores)", &threads);
+                &f.model_path);
+  ap.add_string({"-f", "--file"}, "TEXT", "text file to score (bytes as they are)", &f.text_path);
+  ap.add_int({"-c", "--ctx"}, "N", "tokens per chunk (default 512, or the base file's)", &f.ctx);
+  ap.add_int({"--chunks"}, "N", "score at most N chunks (default: all)", &f.chunks);
+  ap.add_int({"-b", "--batch"}, "N", "tokens per forward step (default 512)", &f.batch);
+  ap.add_int({"-t", "--threads"}, "N", "threads (default: all cores)", &f.threads);
   ap.add_string({"--save-logits"}, "FILE",
                 "save the log-probabilities of every scored position (llama.cpp's --kl-divergence-base format)",
-                &save_path);
+                &f.save_path);
   ap.add_string({"--kl-base"}, "FILE", "compare with a base run saved by --save-logits on the same text: KL divergence",
-                &base_path);
-  ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32, f16 or q8_0 (default f16)", &kv_type);
-  add_load_flags(ap, &load_flags);
+                &f.base_path);
+  ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32, f16 or q8_0 (default f16)", &f.kv_type);
+  add_load_flags(ap, &f.load_flags);
   ap.add_flag({"--float-act"}, "keep activations in float for quantized weights (default: 8-bit, as llama.cpp)",
-              &float_act);
-  add_amx_flag(ap, &amx_bf16);
+              &f.float_act);
+  add_amx_flag(ap, &f.amx_bf16);
   if (int rc = ap.parse(argc, argv); rc >= 0) return rc;
-  if (text_path.empty()) return ap.usage_error("-f TEXT is required");
-  if (!save_path.empty() && !base_path.empty()) return ap.usage_error("give --save-logits or --kl-base, not both");
-  if (ctx < 0 || (ctx > 0 && ctx < 4)) return ap.usage_error("--ctx must be at least 4");
-  if (chunks == 0 || chunks < -1) return ap.usage_error("--chunks must be positive");
-  if (batch <= 0) return ap.usage_error("--batch must be positive");
-  Result<DType> kvt = parse_kv_type(kv_type);
+  if (f.text_path.empty()) return ap.usage_error("-f TEXT is required");
+  if (!f.save_path.empty() && !f.base_path.empty()) return ap.usage_error("give --save-logits or --kl-base, not both");
+  if (f.ctx < 0 || (f.ctx > 0 && f.ctx < 4)) return ap.usage_error("--ctx must be at least 4");
+  if (f.chunks == 0 || f.chunks < -1) return ap.usage_error("--chunks must be positive");
+  if (f.batch <= 0) return ap.usage_error("--batch must be positive");
+  Result<DType> kvt = parse_kv_type(f.kv_type);
   if (!kvt.ok()) return ap.usage_error(kvt.message());
-  Result<std::string> text = read_text_file(text_path);
+  f.kv = kvt.value();
+  Result<std::string> text = read_text_file(f.text_path);
   if (!text.ok()) return ap.usage_error(text.message());
+  f.text = std::move(text.value());
+  return -1;
+}
 
-  std::unique_ptr<LogProbReader> base;
-  if (!base_path.empty()) {
-    Result<std::unique_ptr<LogProbReader>> r = LogProbReader::open(base_path);
-    if (!r.ok()) return fail("perplexity", r.message());
-    base = std::move(r.value());
-    if (ctx == 0) ctx = base->n_ctx();
-  }
-  if (ctx == 0) ctx = 512;
-
-  Result<LoadedModel> loaded = load_model_cli(model_path, true, load_flags);
-  if (!loaded.ok()) return fail("perplexity", loaded.message());
-  const LlamaModel& model = *loaded->model;
-  const Tokenizer& tok = *loaded->tokenizer;
-  const double t_tok = now_seconds();
-  // As llama-perplexity: one BOS at the start, no special-token parsing in the text.
-  std::vector<int32_t> tokens = tok.encode(*text, true, false);
-  std::fprintf(stderr, "ll3 perplexity: %s: %zu tokens (%.2f s); chunks of %lld, scoring the last %lld of each\n",
-               text_path.c_str(), tokens.size(), now_seconds() - t_tok, ctx, ctx - 1 - ctx / 2);
-
-  SessionOptions so;
-  so.context = ctx;
-  so.batch = batch;
-  so.threads = threads;
-  so.kv_type = kvt.value();
-  so.int8_activations = !float_act;
-  so.amx_prompts = amx_bf16;
-  Result<std::unique_ptr<Session>> session = Session::create(model, so);
-  if (!session.ok()) return fail("perplexity", session.message());
-
-  PerplexityOptions opt;
-  opt.n_ctx = ctx;
-  opt.max_chunks = chunks;
-  opt.save_path = save_path;
-  opt.kl_base = base.get();
-  const bool tty = isatty(STDERR_FILENO) != 0;
-  Result<PerplexityResult> res = compute_perplexity(**session, tokens, tok.bos_id(), opt,
-                                                    [tty](const PerplexityProgress& p) { print_progress(p, tty); });
-  if (!res.ok()) return fail("perplexity", res.message());
-  const PerplexityResult& r = *res;
+void print_result(const PerplexityResult& r, long long ctx, const std::string& save_path) {
   std::printf("%lld chunks of %lld tokens, %lld positions scored\n", static_cast<long long>(r.n_chunk), ctx,
               static_cast<long long>(r.ppl.count));
   if (!save_path.empty()) std::printf("saved log-probabilities to %s\n", save_path.c_str());
   std::printf("Final estimate: PPL = %.4f +/- %.5f\n", r.ppl.ppl(), r.ppl.ppl_error());
   if (r.has_kl) print_kl(r.kl);
+}
+
+int cmd_perplexity(int argc, char** argv) {
+  PerplexityFlags f;
+  if (int rc = parse_perplexity_flags(argc, argv, f); rc >= 0) return rc;
+  std::unique_ptr<LogProbReader> base;
+  if (!f.base_path.empty()) {
+    Result<std::unique_ptr<LogProbReader>> r = LogProbReader::open(f.base_path);
+    if (!r.ok()) return fail("perplexity", r.message());
+    base = std::move(r.value());
+    if (f.ctx == 0) f.ctx = base->n_ctx();
+  }
+  if (f.ctx == 0) f.ctx = 512;
+
+  Result<LoadedModel> loaded = load_model_cli(f.model_path, true, f.load_flags);
+  if (!loaded.ok()) return fail("perplexity", loaded.message());
+  const LlamaModel& model = *loaded->model;
+  const Tokenizer& tok = *loaded->tokenizer;
+  const double t_tok = now_seconds();
+  // As llama-perplexity: one BOS at the start, no special-token parsing in the text.
+  std::vector<int32_t> tokens = tok.encode(f.text, true, false);
+  std::fprintf(stderr, "ll3 perplexity: %s: %zu tokens (%.2f s); chunks of %lld, scoring the last %lld of each\n",
+               f.text_path.c_str(), tokens.size(), now_seconds() - t_tok, f.ctx, f.ctx - 1 - f.ctx / 2);
+
+  SessionOptions so;
+  so.context = f.ctx;
+  so.batch = f.batch;
+  so.threads = f.threads;
+  so.kv_type = f.kv;
+  so.int8_activations = !f.float_act;
+  so.amx_prompts = f.amx_bf16;
+  Result<std::unique_ptr<Session>> session = Session::create(model, so);
+  if (!session.ok()) return fail("perplexity", session.message());
+
+  PerplexityOptions opt;
+  opt.n_ctx = f.ctx;
+  opt.max_chunks = f.chunks;
+  opt.save_path = f.save_path;
+  opt.kl_base = base.get();
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  Result<PerplexityResult> res = compute_perplexity(**session, tokens, tok.bos_id(), opt,
+                                                    [tty](const PerplexityProgress& p) { print_progress(p, tty); });
+  if (!res.ok()) return fail("perplexity", res.message());
+  print_result(*res, f.ctx, f.save_path);
   return 0;
 }
 

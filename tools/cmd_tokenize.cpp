@@ -80,6 +80,52 @@ struct TokenizerFlags {
   }
 };
 
+// --jsonl: each input line {"text": ...} gives an output line {"ids": [...]}.
+int tokenize_jsonl(const Tokenizer& tok, const std::string& path, bool add_bos,
+                   bool parse_special) {
+  std::string data;
+  if (!read_input(path, &data)) {
+    std::fprintf(stderr, "ll3 tokenize: cannot read %s\n", path.c_str());
+    return 1;
+  }
+  std::istringstream in(data);
+  std::string line, out;
+  size_t lineno = 0;
+  std::vector<int32_t> ids;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.empty() || line == "\r") continue;
+    json j = json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("text") || !j["text"].is_string()) {
+      std::fprintf(stderr, "ll3 tokenize: %s:%zu: expected {\"text\": \"...\"}\n", path.c_str(),
+                   lineno);
+      return 1;
+    }
+    ids.clear();
+    tok.encode_into(j["text"].get_ref<const std::string&>(), add_bos, parse_special, ids);
+    out = "{\"ids\": " + ids_json(ids) + "}\n";
+    std::fwrite(out.data(), 1, out.size(), stdout);
+  }
+  return 0;
+}
+
+// --bench N: the text tokenized n times, each run's speed and the best.
+void tokenize_bench(const Tokenizer& tok, const std::string& text, int n, bool add_bos,
+                    bool parse_special) {
+  // Run 1 starts with an empty word cache; later runs show the warm-cache speed.
+  double best = 1e30;
+  for (int i = 0; i < n; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    size_t n_tokens = tok.encode(text, add_bos, parse_special).size();
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::min(best, secs);
+    std::printf("run %d%s: %zu bytes -> %zu tokens in %.3f s: %.2f MB/s, %.2f M tokens/s\n", i + 1,
+                i == 0 ? " (cold cache)" : "", text.size(), n_tokens, secs,
+                double(text.size()) / 1e6 / secs, double(n_tokens) / 1e6 / secs);
+  }
+  std::printf("best: %.2f MB/s\n", double(text.size()) / 1e6 / best);
+}
+
 int cmd_tokenize(int argc, char** argv) {
   ArgParser ap(
       "tokenize",
@@ -114,49 +160,13 @@ int cmd_tokenize(int argc, char** argv) {
   auto tok = tf.load(ap, &rc);
   if (!tok) return rc;
 
-  if (!jsonl.empty()) {
-    std::string data;
-    if (!read_input(jsonl, &data)) {
-      std::fprintf(stderr, "ll3 tokenize: cannot read %s\n", jsonl.c_str());
-      return 1;
-    }
-    std::istringstream in(data);
-    std::string line, out;
-    size_t lineno = 0;
-    std::vector<int32_t> ids;
-    while (std::getline(in, line)) {
-      ++lineno;
-      if (line.empty() || line == "\r") continue;
-      json j = json::parse(line, nullptr, false);
-      if (j.is_discarded() || !j.is_object() || !j.contains("text") || !j["text"].is_string()) {
-        std::fprintf(stderr, "ll3 tokenize: %s:%zu: expected {\"text\": \"...\"}\n", jsonl.c_str(),
-                     lineno);
-        return 1;
-      }
-      ids.clear();
-      tok->encode_into(j["text"].get_ref<const std::string&>(), add_bos, parse_special, ids);
-      out = "{\"ids\": " + ids_json(ids) + "}\n";
-      std::fwrite(out.data(), 1, out.size(), stdout);
-    }
-    return 0;
-  }
+  if (!jsonl.empty()) return tokenize_jsonl(*tok, jsonl, add_bos, parse_special);
   if (!file.empty() && !read_input(file, &text)) {
     std::fprintf(stderr, "ll3 tokenize: cannot read %s\n", file.c_str());
     return 1;
   }
   if (bench > 0) {
-    // Run 1 starts with an empty word cache; later runs show the warm-cache speed.
-    double best = 1e30;
-    for (int i = 0; i < bench; ++i) {
-      auto t0 = std::chrono::steady_clock::now();
-      size_t n_tokens = tok->encode(text, add_bos, parse_special).size();
-      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      best = std::min(best, secs);
-      std::printf("run %d%s: %zu bytes -> %zu tokens in %.3f s: %.2f MB/s, %.2f M tokens/s\n",
-                  i + 1, i == 0 ? " (cold cache)" : "", text.size(), n_tokens, secs,
-                  double(text.size()) / 1e6 / secs, double(n_tokens) / 1e6 / secs);
-    }
-    std::printf("best: %.2f MB/s\n", double(text.size()) / 1e6 / best);
+    tokenize_bench(*tok, text, bench, add_bos, parse_special);
     return 0;
   }
   auto ids = tok->encode(text, add_bos, parse_special);
@@ -184,6 +194,67 @@ bool parse_ids(const std::string& s, std::vector<int32_t>* out) {
   return true;
 }
 
+// Ids of a --jsonl line {"ids": [...]}, each in the vocabulary; false for anything else.
+bool jsonl_ids(const std::string& line, int32_t n_vocab, std::vector<int32_t>* ids) {
+  json j = json::parse(line, nullptr, false);
+  bool ok = !j.is_discarded() && j.is_object() && j.contains("ids") && j["ids"].is_array();
+  if (ok) {
+    for (const auto& x : j["ids"]) {
+      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= n_vocab)
+        ok = false;
+      else
+        ids->push_back(x.get<int32_t>());
+    }
+  }
+  return ok;
+}
+
+// --jsonl: each line {"ids": [...]} gives {"text": ...}.
+int detokenize_jsonl(const Tokenizer& tok, const std::string& path) {
+  std::string data;
+  if (!read_input(path, &data)) {
+    std::fprintf(stderr, "ll3 detokenize: cannot read %s\n", path.c_str());
+    return 1;
+  }
+  std::istringstream in(data);
+  std::string line;
+  size_t lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.empty() || line == "\r") continue;
+    std::vector<int32_t> ids;
+    if (!jsonl_ids(line, tok.n_vocab(), &ids)) {
+      std::fprintf(stderr, "ll3 detokenize: %s:%zu: expected {\"ids\": [valid ids]}\n",
+                   path.c_str(), lineno);
+      return 1;
+    }
+    std::printf("{\"text\": %s}\n", json_string(tok.decode(ids)).c_str());
+  }
+  return 0;
+}
+
+// Whether every id is in the vocabulary (the first that is not is reported).
+bool ids_in_vocab(const Tokenizer& tok, const std::vector<int32_t>& ids) {
+  for (int32_t id : ids)
+    if (id >= tok.n_vocab()) {
+      std::fprintf(stderr, "ll3 detokenize: id %d out of range (vocabulary has %d tokens)\n", id,
+                   tok.n_vocab());
+      return false;
+    }
+  return true;
+}
+
+// --stream: decoded id by id as a streaming client would, one chunk per line as a JSON string.
+void print_stream_chunks(const Tokenizer& tok, const std::vector<int32_t>& ids) {
+  StreamDecoder sd(tok);
+  for (int32_t id : ids) {
+    std::string s = sd.push(id);
+    if (!s.empty()) std::printf("%s\n", json(s).dump().c_str());
+  }
+  std::string s = sd.flush();
+  if (!s.empty()) std::printf("%s\n", json(s).dump().c_str());
+}
+
 int cmd_detokenize(int argc, char** argv) {
   ArgParser ap(
       "detokenize",
@@ -207,47 +278,7 @@ int cmd_detokenize(int argc, char** argv) {
   }
   auto tok = tf.load(ap, &rc);
   if (!tok) return rc;
-  auto check = [&](const std::vector<int32_t>& ids) {
-    for (int32_t id : ids)
-      if (id >= tok->n_vocab()) {
-        std::fprintf(stderr, "ll3 detokenize: id %d out of range (vocabulary has %d tokens)\n", id,
-                     tok->n_vocab());
-        return false;
-      }
-    return true;
-  };
-  if (!jsonl.empty()) {
-    std::string data;
-    if (!read_input(jsonl, &data)) {
-      std::fprintf(stderr, "ll3 detokenize: cannot read %s\n", jsonl.c_str());
-      return 1;
-    }
-    std::istringstream in(data);
-    std::string line;
-    size_t lineno = 0;
-    while (std::getline(in, line)) {
-      ++lineno;
-      if (line.empty() || line == "\r") continue;
-      json j = json::parse(line, nullptr, false);
-      std::vector<int32_t> ids;
-      bool ok = !j.is_discarded() && j.is_object() && j.contains("ids") && j["ids"].is_array();
-      if (ok) {
-        for (const auto& x : j["ids"]) {
-          if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= tok->n_vocab())
-            ok = false;
-          else
-            ids.push_back(x.get<int32_t>());
-        }
-      }
-      if (!ok) {
-        std::fprintf(stderr, "ll3 detokenize: %s:%zu: expected {\"ids\": [valid ids]}\n",
-                     jsonl.c_str(), lineno);
-        return 1;
-      }
-      std::printf("{\"text\": %s}\n", json_string(tok->decode(ids)).c_str());
-    }
-    return 0;
-  }
+  if (!jsonl.empty()) return detokenize_jsonl(*tok, jsonl);
   std::string src = ids_arg;
   if (!file.empty() && !read_input(file, &src)) {
     std::fprintf(stderr, "ll3 detokenize: cannot read %s\n", file.c_str());
@@ -255,20 +286,61 @@ int cmd_detokenize(int argc, char** argv) {
   }
   std::vector<int32_t> ids;
   if (!parse_ids(src, &ids)) return ap.usage_error("ids must be non-negative integers");
-  if (!check(ids)) return 1;
+  if (!ids_in_vocab(*tok, ids)) return 1;
   if (stream) {
-    StreamDecoder sd(*tok);
-    for (int32_t id : ids) {
-      std::string s = sd.push(id);
-      if (!s.empty()) std::printf("%s\n", json(s).dump().c_str());
-    }
-    std::string s = sd.flush();
-    if (!s.empty()) std::printf("%s\n", json(s).dump().c_str());
+    print_stream_chunks(*tok, ids);
     return 0;
   }
   std::string text = tok->decode(ids);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return 0;
+}
+
+// The conversation file: a JSON array of messages, or an object {"messages": [...], "tools":
+// [...], other template variables} (tools go to opt, the rest to *extra). Returns -1 to go on,
+// else the exit code.
+int read_conversation(const std::string& path, nlohmann::ordered_json* messages,
+                      nlohmann::ordered_json* extra, ChatTemplateOptions* opt) {
+  std::string data;
+  if (!read_input(path, &data)) {
+    std::fprintf(stderr, "ll3 template: cannot read %s\n", path.c_str());
+    return 1;
+  }
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(data, nullptr, false);
+  if (j.is_array()) {
+    *messages = j;
+  } else if (j.is_object() && j.contains("messages") && j["messages"].is_array()) {
+    *messages = j["messages"];
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (it.key() == "tools")
+        opt->tools_json = it.value().dump();
+      else if (it.key() != "messages")
+        (*extra)[it.key()] = it.value();
+    }
+  } else {
+    std::fprintf(stderr,
+                 "ll3 template: %s: expected a JSON array of messages or {\"messages\": [...]}\n",
+                 path.c_str());
+    return 1;
+  }
+  return -1;
+}
+
+// --template and --tools: files that replace the model's template and the conversation's tools.
+// Returns -1 to go on, else the exit code.
+int read_template_files(const std::string& template_path, const std::string& tools_path,
+                        std::string* tmpl, ChatTemplateOptions* opt) {
+  if (!template_path.empty() && !read_input(template_path, tmpl)) {
+    std::fprintf(stderr, "ll3 template: cannot read %s\n", template_path.c_str());
+    return 1;
+  }
+  if (!tools_path.empty()) {
+    if (!read_input(tools_path, &opt->tools_json)) {
+      std::fprintf(stderr, "ll3 template: cannot read %s\n", tools_path.c_str());
+      return 1;
+    }
+  }
+  return -1;
 }
 
 int cmd_template(int argc, char** argv) {
@@ -299,41 +371,11 @@ int cmd_template(int argc, char** argv) {
   if (messages_path.empty()) return ap.usage_error("--messages FILE.json is required");
   auto tok = tf.load(ap, &rc);
   if (!tok) return rc;
-  std::string data;
-  if (!read_input(messages_path, &data)) {
-    std::fprintf(stderr, "ll3 template: cannot read %s\n", messages_path.c_str());
-    return 1;
-  }
-  nlohmann::ordered_json j = nlohmann::ordered_json::parse(data, nullptr, false);
   nlohmann::ordered_json messages, extra = nlohmann::ordered_json::object();
   ChatTemplateOptions opt;
-  if (j.is_array()) {
-    messages = j;
-  } else if (j.is_object() && j.contains("messages") && j["messages"].is_array()) {
-    messages = j["messages"];
-    for (auto it = j.begin(); it != j.end(); ++it) {
-      if (it.key() == "tools")
-        opt.tools_json = it.value().dump();
-      else if (it.key() != "messages")
-        extra[it.key()] = it.value();
-    }
-  } else {
-    std::fprintf(stderr,
-                 "ll3 template: %s: expected a JSON array of messages or {\"messages\": [...]}\n",
-                 messages_path.c_str());
-    return 1;
-  }
+  if (int r = read_conversation(messages_path, &messages, &extra, &opt); r >= 0) return r;
   std::string tmpl = tok->vocab().chat_template;
-  if (!template_path.empty() && !read_input(template_path, &tmpl)) {
-    std::fprintf(stderr, "ll3 template: cannot read %s\n", template_path.c_str());
-    return 1;
-  }
-  if (!tools_path.empty()) {
-    if (!read_input(tools_path, &opt.tools_json)) {
-      std::fprintf(stderr, "ll3 template: cannot read %s\n", tools_path.c_str());
-      return 1;
-    }
-  }
+  if (int r = read_template_files(template_path, tools_path, &tmpl, &opt); r >= 0) return r;
   opt.add_generation_prompt = !no_gen;
   opt.date_string = date;
   if (tok->bos_id() >= 0) opt.bos_token = tok->vocab().tokens[tok->bos_id()];

@@ -171,6 +171,102 @@ Status read_value(Cursor& c, GgufType type, GgufValue* v, int depth) {
   return Status();
 }
 
+// Magic, version and the two counts; counts the file cannot hold are refused here, before
+// anything is reserved for them.
+Status read_file_header(Cursor& c, uint32_t* version, uint64_t* n_tensors, uint64_t* n_kv) {
+  uint32_t magic;
+  LL3_RETURN_IF_ERROR(c.read(&magic, "magic"));
+  if (magic != kMagic) return Status::errorf("not a GGUF file (magic 0x%08x)", magic);
+  LL3_RETURN_IF_ERROR(c.read(version, "version"));
+  if (*version != 2 && *version != 3) {
+    return Status::errorf("unsupported GGUF version %u (ll3 reads versions 2 and 3)", *version);
+  }
+  LL3_RETURN_IF_ERROR(c.read(n_tensors, "tensor count"));
+  LL3_RETURN_IF_ERROR(c.read(n_kv, "metadata count"));
+  // A key-value pair takes at least 8 (key length) + 4 (type) + 1 bytes; a tensor info at least
+  // 8 + 4 + 4 + 8 bytes (checked once the metadata is read).
+  if (*n_kv > c.remaining() / 13) {
+    return Status::errorf("metadata count %llu is more than the file can hold",
+                          static_cast<unsigned long long>(*n_kv));
+  }
+  return Status();
+}
+
+// Metadata entry k: its key and value.
+Status read_kv(Cursor& c, uint64_t k, std::string* key, GgufValue* v) {
+  std::string_view key_view;
+  LL3_RETURN_IF_ERROR(
+      c.read_string(&key_view, "metadata key")
+          .with_context(strprintf("metadata entry %llu: ", static_cast<unsigned long long>(k))));
+  uint32_t type;
+  LL3_RETURN_IF_ERROR(c.read(&type, "value type"));
+  *key = std::string(key_view);
+  return read_value(c, static_cast<GgufType>(type), v, 0)
+      .with_context("metadata key '" + *key + "': ");
+}
+
+// A tensor's element count and byte size, with overflow checks. `where` names it in errors.
+Status tensor_nbytes(const GgufTensorInfo& t, const DTypeInfo& info, const std::string& where,
+                     uint64_t* nbytes) {
+  uint64_t n = 1;
+  for (int d = 0; d < kMaxDims; ++d) {
+    uint64_t ne = static_cast<uint64_t>(t.ne[d]);
+    if (ne != 0 && n > std::numeric_limits<uint64_t>::max() / 2 / ne) {
+      return Status::error(where + "element count overflows");
+    }
+    n *= ne;
+  }
+  if (t.ne[0] % info.block_size != 0) {
+    return Status::error(where +
+                         strprintf("row length %lld is not a multiple of the %s block size %lld",
+                                   static_cast<long long>(t.ne[0]), info.name,
+                                   static_cast<long long>(info.block_size)));
+  }
+  uint64_t blocks = n / static_cast<uint64_t>(info.block_size);
+  if (blocks > std::numeric_limits<uint64_t>::max() / info.block_bytes) {
+    return Status::error(where + "byte size overflows");
+  }
+  *nbytes = blocks * info.block_bytes;
+  return Status();
+}
+
+// Tensor info k: name, shape, type, offset (a multiple of `alignment`) and byte size.
+Status read_tensor_info(Cursor& c, uint64_t k, size_t alignment, GgufTensorInfo* t) {
+  std::string_view name;
+  LL3_RETURN_IF_ERROR(
+      c.read_string(&name, "tensor name")
+          .with_context(strprintf("tensor info %llu: ", static_cast<unsigned long long>(k))));
+  t->name = std::string(name);
+  const std::string where = "tensor '" + t->name + "': ";
+  uint32_t n_dims;
+  LL3_RETURN_IF_ERROR(c.read(&n_dims, "tensor dimension count").with_context(where));
+  if (n_dims < 1 || n_dims > kMaxDims) {
+    return Status::error(where +
+                         strprintf("has %u dimensions (must be 1 to %d)", n_dims, kMaxDims));
+  }
+  t->n_dims = static_cast<int>(n_dims);
+  for (uint32_t d = 0; d < n_dims; ++d) {
+    uint64_t ne;
+    LL3_RETURN_IF_ERROR(c.read(&ne, "tensor shape").with_context(where));
+    if (ne > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return Status::error(where + strprintf("dimension %u is negative or too large", d));
+    }
+    t->ne[d] = static_cast<int64_t>(ne);
+  }
+  uint32_t type;
+  LL3_RETURN_IF_ERROR(c.read(&type, "tensor type").with_context(where));
+  DTypeInfo info = dtype_info(type);
+  if (info.name == nullptr) return Status::error(where + strprintf("has unknown type id %u", type));
+  t->type = static_cast<DType>(type);
+  LL3_RETURN_IF_ERROR(c.read(&t->offset, "tensor offset").with_context(where));
+  LL3_RETURN_IF_ERROR(tensor_nbytes(*t, info, where, &t->nbytes));
+  if (t->offset % alignment != 0) {
+    return Status::error(where + strprintf("offset %llu is not a multiple of the alignment %zu",
+                                           static_cast<unsigned long long>(t->offset), alignment));
+  }
+  return Status();
+}
+
 }  // namespace
 
 const char* gguf_type_name(GgufType t) {
@@ -257,33 +353,14 @@ Result<std::unique_ptr<GgufFile>> GgufFile::parse(const uint8_t* data, size_t si
 
 Status GgufFile::parse_all() {
   Cursor c(data_, size_);
-  uint32_t magic;
-  LL3_RETURN_IF_ERROR(c.read(&magic, "magic"));
-  if (magic != kMagic) return Status::errorf("not a GGUF file (magic 0x%08x)", magic);
-  LL3_RETURN_IF_ERROR(c.read(&version_, "version"));
-  if (version_ != 2 && version_ != 3) {
-    return Status::errorf("unsupported GGUF version %u (ll3 reads versions 2 and 3)", version_);
-  }
   uint64_t n_tensors, n_kv;
-  LL3_RETURN_IF_ERROR(c.read(&n_tensors, "tensor count"));
-  LL3_RETURN_IF_ERROR(c.read(&n_kv, "metadata count"));
-  // A key-value pair takes at least 8 (key length) + 4 (type) + 1 bytes; a tensor info at least
-  // 8 + 4 + 4 + 8 bytes. Refuse counts the file cannot hold before reserving anything.
-  if (n_kv > c.remaining() / 13) {
-    return Status::errorf("metadata count %llu is more than the file can hold",
-                          static_cast<unsigned long long>(n_kv));
-  }
+  LL3_RETURN_IF_ERROR(read_file_header(c, &version_, &n_tensors, &n_kv));
   kv_.reserve(static_cast<size_t>(n_kv));
   for (uint64_t k = 0; k < n_kv; ++k) {
-    std::string_view key;
     size_t at = c.pos();
-    LL3_RETURN_IF_ERROR(c.read_string(&key, "metadata key").with_context(strprintf("metadata entry %llu: ", static_cast<unsigned long long>(k))));
-    uint32_t type;
-    LL3_RETURN_IF_ERROR(c.read(&type, "value type"));
+    std::string key_str;
     GgufValue v;
-    std::string key_str(key);
-    LL3_RETURN_IF_ERROR(read_value(c, static_cast<GgufType>(type), &v, 0)
-                            .with_context("metadata key '" + key_str + "': "));
+    LL3_RETURN_IF_ERROR(read_kv(c, k, &key_str, &v));
     if (kv_index_.count(key_str) != 0) {
       return Status::errorf("duplicate metadata key '%s' at offset %zu", key_str.c_str(), at);
     }
@@ -306,74 +383,29 @@ Status GgufFile::parse_all() {
   tensors_.reserve(static_cast<size_t>(n_tensors));
   for (uint64_t k = 0; k < n_tensors; ++k) {
     GgufTensorInfo t;
-    std::string_view name;
-    LL3_RETURN_IF_ERROR(c.read_string(&name, "tensor name")
-                            .with_context(strprintf("tensor info %llu: ", static_cast<unsigned long long>(k))));
-    t.name = std::string(name);
-    auto where = [&](const char* what) { return "tensor '" + t.name + "': " + what; };
-    uint32_t n_dims;
-    LL3_RETURN_IF_ERROR(c.read(&n_dims, "tensor dimension count").with_context(where("")));
-    if (n_dims < 1 || n_dims > kMaxDims) {
-      return Status::error(where("") + strprintf("has %u dimensions (must be 1 to %d)", n_dims, kMaxDims));
-    }
-    t.n_dims = static_cast<int>(n_dims);
-    for (uint32_t d = 0; d < n_dims; ++d) {
-      uint64_t ne;
-      LL3_RETURN_IF_ERROR(c.read(&ne, "tensor shape").with_context(where("")));
-      if (ne > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        return Status::error(where("") + strprintf("dimension %u is negative or too large", d));
-      }
-      t.ne[d] = static_cast<int64_t>(ne);
-    }
-    uint32_t type;
-    LL3_RETURN_IF_ERROR(c.read(&type, "tensor type").with_context(where("")));
-    DTypeInfo info = dtype_info(type);
-    if (info.name == nullptr) return Status::error(where("") + strprintf("has unknown type id %u", type));
-    t.type = static_cast<DType>(type);
-    LL3_RETURN_IF_ERROR(c.read(&t.offset, "tensor offset").with_context(where("")));
-
-    // Element count and byte size, with overflow checks.
-    uint64_t n = 1;
-    for (int d = 0; d < kMaxDims; ++d) {
-      uint64_t ne = static_cast<uint64_t>(t.ne[d]);
-      if (ne != 0 && n > std::numeric_limits<uint64_t>::max() / 2 / ne) {
-        return Status::error(where("") + "element count overflows");
-      }
-      n *= ne;
-    }
-    if (t.ne[0] % info.block_size != 0) {
-      return Status::error(where("") + strprintf("row length %lld is not a multiple of the %s block size %lld",
-                                                 static_cast<long long>(t.ne[0]), info.name,
-                                                 static_cast<long long>(info.block_size)));
-    }
-    uint64_t blocks = n / static_cast<uint64_t>(info.block_size);
-    if (blocks > std::numeric_limits<uint64_t>::max() / info.block_bytes) {
-      return Status::error(where("") + "byte size overflows");
-    }
-    t.nbytes = blocks * info.block_bytes;
-    if (t.offset % alignment_ != 0) {
-      return Status::error(where("") + strprintf("offset %llu is not a multiple of the alignment %zu",
-                                                 static_cast<unsigned long long>(t.offset), alignment_));
-    }
+    LL3_RETURN_IF_ERROR(read_tensor_info(c, k, alignment_, &t));
     if (tensor_index_.count(t.name) != 0) {
       return Status::errorf("duplicate tensor name '%s'", t.name.c_str());
     }
     tensor_index_.emplace(t.name, tensors_.size());
     tensors_.push_back(std::move(t));
   }
+  return locate_tensor_data(c.pos());
+}
 
-  // The data section starts at the next multiple of the alignment.
-  size_t pos = c.pos();
-  data_offset_ = (pos + alignment_ - 1) / alignment_ * alignment_;
+Status GgufFile::locate_tensor_data(size_t header_end) {
+  data_offset_ = (header_end + alignment_ - 1) / alignment_ * alignment_;
   if (data_offset_ > size_ && !tensors_.empty()) {
-    return Status::errorf("data section would start at offset %zu, past the end of the file (%zu bytes)",
-                          data_offset_, size_);
+    return Status::errorf(
+        "data section would start at offset %zu, past the end of the file (%zu bytes)",
+        data_offset_, size_);
   }
   uint64_t data_size = size_ >= data_offset_ ? size_ - data_offset_ : 0;
   for (GgufTensorInfo& t : tensors_) {
     if (t.offset > data_size || t.nbytes > data_size - t.offset) {
       return Status::errorf(
-          "tensor '%s' extends past end of file (offset %llu in the data section, size %llu, data section %llu bytes)",
+          "tensor '%s' extends past end of file (offset %llu in the data section, size %llu, data "
+          "section %llu bytes)",
           t.name.c_str(), static_cast<unsigned long long>(t.offset),
           static_cast<unsigned long long>(t.nbytes), static_cast<unsigned long long>(data_size));
     }

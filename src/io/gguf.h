@@ -104,6 +104,9 @@ class GgufFile {
  private:
   GgufFile() = default;
   Status parse_all();
+  // parse_all's last step: where the data section starts (the first multiple of the alignment
+  // at or after `header_end`) and each tensor's bytes, checked against the file's end.
+  Status locate_tensor_data(size_t header_end);
 
   MmapFile map_;  // empty when parsing a caller's buffer
   const uint8_t* data_ = nullptr;

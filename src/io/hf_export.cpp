@@ -102,22 +102,8 @@ Status copy_tokenizer(const std::string& from, const std::string& to) {
   return ok_status();
 }
 
-}  // namespace
-
-int64_t gguf_row_of_hf_row(int64_t hf_row, int64_t head_dim) {
-  const int64_t half = head_dim / 2;
-  const int64_t h = hf_row / head_dim, r = hf_row % head_dim;
-  const int64_t j = r / half, i = r % half;
-  return h * head_dim + 2 * i + j;
-}
-
-Status export_hf_directory(const GgufFile& gguf, const std::string& out_dir, int n_shards,
-                           const std::string& tokenizer_dir) {
-  auto cfg = config_from_gguf(gguf);
-  if (!cfg.ok()) return cfg.status();
-  LlamaConfig c = *cfg;
-
-  // Tensors in the order Hugging Face lists them.
+// Tensors in the order Hugging Face lists them; Q and K carry their head size to be unpermuted.
+Result<std::vector<ExportTensor>> export_list(const GgufFile& gguf, const LlamaConfig& c) {
   std::vector<ExportTensor> list;
   auto need = [&](const std::string& gguf_name, std::string hf_name, int64_t head_dim = 0) {
     const GgufTensorInfo* t = gguf.find_tensor(gguf_name);
@@ -155,54 +141,59 @@ Status export_hf_directory(const GgufFile& gguf, const std::string& out_dir, int
                            std::to_string(c.head_dim) + " rows");
     }
   }
+  return list;
+}
 
-  // Llama 3.1: GGUF keeps only the resulting factors; config.json wants the parameters. The
-  // standard ones (low 1, high 4, original 8192) with the factor the tensor's last entry holds
-  // must reproduce the tensor, or the export would change the model.
-  if (const GgufTensorInfo* rf = gguf.find_tensor("rope_freqs.weight")) {
-    if (rf->type != DType::F32 || rf->ne[0] != c.head_dim / 2 || rf->n_dims != 1) {
-      return Status::error("hf export: " + gguf.origin() + ": rope_freqs.weight has type " +
-                           std::string(dtype_name(rf->type)) + " and shape " + rf->shape_string() +
-                           "; expected f32 [" + std::to_string(c.head_dim / 2) + "]");
-    }
-    std::vector<float> have(static_cast<size_t>(rf->ne[0]));
-    std::memcpy(have.data(), rf->data, have.size() * 4);
-    c.rope_scaling.enabled = true;
-    c.rope_scaling.factor = have.back();
-    std::vector<float> want = llama3_rope_freq_factors(c.head_dim, c.rope_theta, c.rope_scaling);
-    for (size_t i = 0; i < have.size(); ++i) {
-      if (std::fabs(have[i] - want[i]) > 1e-5f * std::fabs(want[i])) {
-        return Status::errorf(
-            "hf export: %s: rope_freqs.weight[%zu] = %g is not llama3 scaling "
-            "with factor %g, low 1, high 4, original context 8192 (%g)",
-            gguf.origin().c_str(), i, have[i], c.rope_scaling.factor, want[i]);
-      }
+// Llama 3.1: GGUF keeps only the resulting factors; config.json wants the parameters. The
+// standard ones (low 1, high 4, original 8192) with the factor the tensor's last entry holds
+// must reproduce the tensor, or the export would change the model. Sets c.rope_scaling.
+Status rope_scaling_from_gguf(const GgufFile& gguf, LlamaConfig& c) {
+  const GgufTensorInfo* rf = gguf.find_tensor("rope_freqs.weight");
+  if (rf == nullptr) return ok_status();
+  if (rf->type != DType::F32 || rf->ne[0] != c.head_dim / 2 || rf->n_dims != 1) {
+    return Status::error("hf export: " + gguf.origin() + ": rope_freqs.weight has type " +
+                         std::string(dtype_name(rf->type)) + " and shape " + rf->shape_string() +
+                         "; expected f32 [" + std::to_string(c.head_dim / 2) + "]");
+  }
+  std::vector<float> have(static_cast<size_t>(rf->ne[0]));
+  std::memcpy(have.data(), rf->data, have.size() * 4);
+  c.rope_scaling.enabled = true;
+  c.rope_scaling.factor = have.back();
+  std::vector<float> want = llama3_rope_freq_factors(c.head_dim, c.rope_theta, c.rope_scaling);
+  for (size_t i = 0; i < have.size(); ++i) {
+    if (std::fabs(have[i] - want[i]) > 1e-5f * std::fabs(want[i])) {
+      return Status::errorf(
+          "hf export: %s: rope_freqs.weight[%zu] = %g is not llama3 scaling "
+          "with factor %g, low 1, high 4, original context 8192 (%g)",
+          gguf.origin().c_str(), i, have[i], c.rope_scaling.factor, want[i]);
     }
   }
+  return ok_status();
+}
 
-  if (n_shards < 1 || static_cast<size_t>(n_shards) > list.size()) {
-    return Status::errorf("hf export: %d shards requested; 1 to %zu possible", n_shards,
-                          list.size());
-  }
-  std::error_code ec;
-  fs::create_directories(out_dir, ec);
-  if (ec) return Status::error("hf export: cannot create " + out_dir + ": " + ec.message());
+Status write_text(const std::string& out_dir, const char* name, const std::string& text) {
+  FILE* f = std::fopen((fs::path(out_dir) / name).c_str(), "wb");
+  bool ok = f != nullptr && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (f != nullptr) ok = std::fclose(f) == 0 && ok;
+  if (!ok) return Status::error("hf export: cannot write " + out_dir + "/" + name);
+  return ok_status();
+}
 
+Status write_config(const GgufFile& gguf, const LlamaConfig& c, const std::string& out_dir) {
   HfConfigTokens tokens;
   tokens.bos_id = gguf.get_int("tokenizer.ggml.bos_token_id").value_or(-1);
   if (auto eos = gguf.get_int("tokenizer.ggml.eos_token_id")) tokens.eos_ids.push_back(*eos);
   const std::string config =
       hf_config_json(c, tokens, torch_dtype(gguf.find_tensor("token_embd.weight")->type));
-  {
-    FILE* f = std::fopen((fs::path(out_dir) / "config.json").c_str(), "wb");
-    bool ok = f != nullptr && std::fwrite(config.data(), 1, config.size(), f) == config.size();
-    if (f != nullptr) ok = std::fclose(f) == 0 && ok;
-    if (!ok) return Status::error("hf export: cannot write " + out_dir + "/config.json");
-  }
+  return write_text(out_dir, "config.json", config);
+}
 
-  // Safetensors tensors: shapes reversed (outermost first); Q/K rows put back in HF order.
+// Safetensors tensors: shapes reversed (outermost first); Q/K rows put back in HF order. The
+// data is copied when each is written. *total: their bytes.
+std::vector<SafetensorsWriteTensor> safetensors_list(const std::vector<ExportTensor>& list,
+                                                     uint64_t* total) {
   std::vector<SafetensorsWriteTensor> st;
-  uint64_t total = 0;
+  *total = 0;
   for (const auto& e : list) {
     const GgufTensorInfo* t = e.src;
     SafetensorsWriteTensor w;
@@ -222,21 +213,17 @@ Status export_hf_directory(const GgufFile& gguf, const std::string& out_dir, int
     } else {
       w.fill = [t](uint8_t* dst) { std::memcpy(dst, t->data, t->nbytes); };
     }
-    total += t->nbytes;
+    *total += t->nbytes;
     st.push_back(std::move(w));
   }
+  return st;
+}
 
-  if (!tokenizer_dir.empty()) LL3_RETURN_IF_ERROR(copy_tokenizer(tokenizer_dir, out_dir));
-  // A stale file of the other layout would take precedence when the directory is read.
-  fs::remove(
-      fs::path(out_dir) / (n_shards == 1 ? "model.safetensors.index.json" : "model.safetensors"),
-      ec);
-  const std::map<std::string, std::string> meta = {{"format", "pt"}};
-  if (n_shards == 1) {
-    return write_safetensors((fs::path(out_dir) / "model.safetensors").string(), st, meta);
-  }
-  // Consecutive groups, each closing once it passes its share of the bytes, and never fewer
-  // tensors left than shards to fill.
+// n_shards files and their index. Consecutive groups, each closing once it passes its share of
+// the bytes, and never fewer tensors left than shards to fill.
+Status write_shards(const std::string& out_dir, const std::vector<ExportTensor>& list,
+                    const std::vector<SafetensorsWriteTensor>& st, uint64_t total, int n_shards,
+                    const std::map<std::string, std::string>& meta) {
   nlohmann::json weight_map = nlohmann::json::object();
   size_t next = 0;
   uint64_t done = 0;
@@ -254,14 +241,48 @@ Status export_hf_directory(const GgufFile& gguf, const std::string& out_dir, int
         write_safetensors((fs::path(out_dir) / shard_name(k, n_shards)).string(), group, meta));
   }
   nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-  const std::string text = index.dump(2) + "\n";
-  FILE* f = std::fopen((fs::path(out_dir) / "model.safetensors.index.json").c_str(), "wb");
-  bool ok = f != nullptr && std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (f != nullptr) ok = std::fclose(f) == 0 && ok;
-  if (!ok) {
-    return Status::error("hf export: cannot write " + out_dir + "/model.safetensors.index.json");
+  return write_text(out_dir, "model.safetensors.index.json", index.dump(2) + "\n");
+}
+
+}  // namespace
+
+int64_t gguf_row_of_hf_row(int64_t hf_row, int64_t head_dim) {
+  const int64_t half = head_dim / 2;
+  const int64_t h = hf_row / head_dim, r = hf_row % head_dim;
+  const int64_t j = r / half, i = r % half;
+  return h * head_dim + 2 * i + j;
+}
+
+Status export_hf_directory(const GgufFile& gguf, const std::string& out_dir, int n_shards,
+                           const std::string& tokenizer_dir) {
+  auto cfg = config_from_gguf(gguf);
+  if (!cfg.ok()) return cfg.status();
+  LlamaConfig c = *cfg;
+  auto list = export_list(gguf, c);
+  if (!list.ok()) return list.status();
+  LL3_RETURN_IF_ERROR(rope_scaling_from_gguf(gguf, c));
+
+  if (n_shards < 1 || static_cast<size_t>(n_shards) > list->size()) {
+    return Status::errorf("hf export: %d shards requested; 1 to %zu possible", n_shards,
+                          list->size());
   }
-  return ok_status();
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) return Status::error("hf export: cannot create " + out_dir + ": " + ec.message());
+  LL3_RETURN_IF_ERROR(write_config(gguf, c, out_dir));
+  uint64_t total = 0;
+  std::vector<SafetensorsWriteTensor> st = safetensors_list(*list, &total);
+
+  if (!tokenizer_dir.empty()) LL3_RETURN_IF_ERROR(copy_tokenizer(tokenizer_dir, out_dir));
+  // A stale file of the other layout would take precedence when the directory is read.
+  fs::remove(
+      fs::path(out_dir) / (n_shards == 1 ? "model.safetensors.index.json" : "model.safetensors"),
+      ec);
+  const std::map<std::string, std::string> meta = {{"format", "pt"}};
+  if (n_shards == 1) {
+    return write_safetensors((fs::path(out_dir) / "model.safetensors").string(), st, meta);
+  }
+  return write_shards(out_dir, *list, st, total, n_shards, meta);
 }
 
 }  // namespace ll3

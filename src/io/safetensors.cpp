@@ -78,6 +78,145 @@ const SafetensorsTensor* SafetensorsFile::find(std::string_view name) const {
   return it == index_.end() ? nullptr : &tensors_[it->second];
 }
 
+namespace {
+
+// The JSON header, which must be an object without duplicate keys. `where` prefixes errors.
+Status parse_header(const char* begin, uint64_t len, const std::string& where, json* out) {
+  // nlohmann keeps the last of duplicate keys silently; the callback sees every top-level key.
+  std::set<std::string> seen;
+  std::string duplicate;
+  json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (depth == 1 && event == json::parse_event_t::key && duplicate.empty()) {
+      const std::string& k = parsed.get_ref<const std::string&>();
+      if (!seen.insert(k).second) duplicate = k;
+    }
+    return true;
+  };
+  *out = json::parse(begin, begin + len, cb, /*allow_exceptions=*/false);
+  if (out->is_discarded()) return Status::error(where + "header is not valid JSON");
+  if (!out->is_object()) {
+    return Status::error(where +
+                         strprintf("header is a JSON %s, expected an object", out->type_name()));
+  }
+  if (!duplicate.empty()) return Status::error(where + "duplicate tensor '" + duplicate + "'");
+  return ok_status();
+}
+
+Status read_metadata(const json& v, const std::string& where,
+                     std::map<std::string, std::string>& metadata) {
+  if (!v.is_object()) return Status::error(where + "__metadata__ is not an object");
+  for (auto m = v.begin(); m != v.end(); ++m) {
+    if (!m.value().is_string()) {
+      return Status::error(where + "__metadata__ entry '" + m.key() + "' is not a string");
+    }
+    metadata[m.key()] = m.value().get<std::string>();
+  }
+  return ok_status();
+}
+
+// The tensor's shape into t->shape; *n_elems: its element count, whose bytes must fit in 63 bits.
+// `terr` makes the tensor's error.
+template <typename Err>
+Status read_shape(const json& sh, uint64_t elem_size, const Err& terr, SafetensorsTensor* t,
+                  uint64_t* n_elems) {
+  *n_elems = 1;
+  for (const json& d : sh) {
+    int64_t dim = json_uint(d);
+    if (dim < 0) return terr("shape has a dimension that is not a non-negative integer");
+    // Elements times element size must fit in 63 bits.
+    if (dim != 0 && *n_elems > (static_cast<uint64_t>(INT64_MAX) / elem_size) / dim) {
+      return terr("shape " + sh.dump() + " overflows");
+    }
+    *n_elems *= static_cast<uint64_t>(dim);
+    t->shape.push_back(dim);
+  }
+  return ok_status();
+}
+
+// data_offsets [begin, end]: inside the data section and exactly the bytes the shape needs.
+template <typename Err>
+Status read_offsets(const json& off, uint64_t body_size, const std::string& dtype, uint64_t expect,
+                    const Err& terr, SafetensorsTensor* t) {
+  int64_t begin = json_uint(off[0]);
+  int64_t end = json_uint(off[1]);
+  if (begin < 0 || end < 0) return terr("data_offsets are not non-negative integers");
+  if (begin > end) {
+    return terr(strprintf("data_offsets begin %lld is after end %lld",
+                          static_cast<long long>(begin), static_cast<long long>(end)));
+  }
+  if (static_cast<uint64_t>(end) > body_size) {
+    return terr(
+        strprintf("data_offsets [%lld, %lld] extend past end of file (data section "
+                  "%llu bytes)",
+                  static_cast<long long>(begin), static_cast<long long>(end),
+                  static_cast<unsigned long long>(body_size)));
+  }
+  if (static_cast<uint64_t>(end - begin) != expect) {
+    return terr(strprintf("holds %lld bytes but shape %s of %s needs %llu",
+                          static_cast<long long>(end - begin), t->shape_string().c_str(),
+                          dtype.c_str(), static_cast<unsigned long long>(expect)));
+  }
+  t->offset = static_cast<uint64_t>(begin);
+  t->nbytes = expect;
+  return ok_status();
+}
+
+// One header entry {dtype, shape, data_offsets} into *t, its data a view into `body`.
+Status read_tensor(const std::string& name, const json& v, const uint8_t* body, uint64_t body_size,
+                   const std::string& where, SafetensorsTensor* t) {
+  auto terr = [&](const std::string& msg) {
+    return Status::error(where + "tensor '" + name + "': " + msg);
+  };
+  if (!v.is_object()) return terr("entry is not an object");
+  auto dt = v.find("dtype");
+  auto sh = v.find("shape");
+  auto off = v.find("data_offsets");
+  if (dt == v.end() || !dt->is_string()) return terr("missing or non-string 'dtype'");
+  if (sh == v.end() || !sh->is_array()) return terr("missing or non-array 'shape'");
+  if (off == v.end() || !off->is_array() || off->size() != 2) {
+    return terr("'data_offsets' must be an array [begin, end]");
+  }
+  t->name = name;
+  const std::string& dtype = dt->get_ref<const std::string&>();
+  uint64_t elem_size = 0;
+  for (const auto& s : kSupported) {
+    if (dtype == s.name) {
+      t->type = s.type;
+      elem_size = s.size;
+    }
+  }
+  if (elem_size == 0) {
+    return terr("unsupported dtype '" + dtype + "' (supported: F32, F16, BF16)");
+  }
+  uint64_t n_elems = 0;
+  LL3_RETURN_IF_ERROR(read_shape(*sh, elem_size, terr, t, &n_elems));
+  LL3_RETURN_IF_ERROR(read_offsets(*off, body_size, dtype, n_elems * elem_size, terr, t));
+  t->data = body + t->offset;
+  return ok_status();
+}
+
+// Sorts the tensors by offset and checks that no two share bytes.
+Status sort_and_check_overlaps(std::vector<SafetensorsTensor>& tensors, const std::string& where) {
+  std::sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) {
+    return a.offset != b.offset ? a.offset < b.offset : a.nbytes < b.nbytes;
+  });
+  for (size_t i = 1; i < tensors.size(); ++i) {
+    const auto& p = tensors[i - 1];
+    const auto& t = tensors[i];
+    if (t.offset < p.offset + p.nbytes) {
+      return Status::error(where +
+                           strprintf("tensors '%s' [%llu, %llu] and '%s' [%llu, %llu] overlap",
+                                     p.name.c_str(), static_cast<unsigned long long>(p.offset),
+                                     static_cast<unsigned long long>(p.offset + p.nbytes),
+                                     t.name.c_str(), static_cast<unsigned long long>(t.offset),
+                                     static_cast<unsigned long long>(t.offset + t.nbytes)));
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace
+
 Status SafetensorsFile::parse_all() {
   const std::string where = "safetensors: " + origin_ + ": ";
   auto err = [&](const std::string& msg) { return Status::error(where + msg); };
@@ -100,115 +239,24 @@ Status SafetensorsFile::parse_all() {
   const uint8_t* body = data_ + 8 + header_len;
   const uint64_t body_size = size_ - 8 - header_len;
 
-  // nlohmann keeps the last of duplicate keys silently; the callback sees every top-level key.
-  std::set<std::string> seen;
-  std::string duplicate;
-  json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) {
-    if (depth == 1 && event == json::parse_event_t::key && duplicate.empty()) {
-      const std::string& k = parsed.get_ref<const std::string&>();
-      if (!seen.insert(k).second) duplicate = k;
-    }
-    return true;
-  };
-  json header = json::parse(hbegin, hbegin + header_len, cb, /*allow_exceptions=*/false);
-  if (header.is_discarded()) return err("header is not valid JSON");
-  if (!header.is_object()) {
-    return err(strprintf("header is a JSON %s, expected an object", header.type_name()));
-  }
-  if (!duplicate.empty()) return err("duplicate tensor '" + duplicate + "'");
-
+  json header;
+  LL3_RETURN_IF_ERROR(parse_header(hbegin, header_len, where, &header));
   for (auto it = header.begin(); it != header.end(); ++it) {
-    const std::string& name = it.key();
-    const json& v = it.value();
-    if (name == "__metadata__") {
-      if (!v.is_object()) return err("__metadata__ is not an object");
-      for (auto m = v.begin(); m != v.end(); ++m) {
-        if (!m.value().is_string()) {
-          return err("__metadata__ entry '" + m.key() + "' is not a string");
-        }
-        metadata_[m.key()] = m.value().get<std::string>();
-      }
+    if (it.key() == "__metadata__") {
+      LL3_RETURN_IF_ERROR(read_metadata(it.value(), where, metadata_));
       continue;
     }
-    auto terr = [&](const std::string& msg) { return err("tensor '" + name + "': " + msg); };
-    if (!v.is_object()) return terr("entry is not an object");
-    auto dt = v.find("dtype");
-    auto sh = v.find("shape");
-    auto off = v.find("data_offsets");
-    if (dt == v.end() || !dt->is_string()) return terr("missing or non-string 'dtype'");
-    if (sh == v.end() || !sh->is_array()) return terr("missing or non-array 'shape'");
-    if (off == v.end() || !off->is_array() || off->size() != 2) {
-      return terr("'data_offsets' must be an array [begin, end]");
-    }
     SafetensorsTensor t;
-    t.name = name;
-    const std::string& dtype = dt->get_ref<const std::string&>();
-    uint64_t elem_size = 0;
-    for (const auto& s : kSupported) {
-      if (dtype == s.name) {
-        t.type = s.type;
-        elem_size = s.size;
-      }
-    }
-    if (elem_size == 0) {
-      return terr("unsupported dtype '" + dtype + "' (supported: F32, F16, BF16)");
-    }
-    uint64_t n_elems = 1;
-    for (const json& d : *sh) {
-      int64_t dim = json_uint(d);
-      if (dim < 0) return terr("shape has a dimension that is not a non-negative integer");
-      // Elements times element size must fit in 63 bits.
-      if (dim != 0 && n_elems > (static_cast<uint64_t>(INT64_MAX) / elem_size) / dim) {
-        return terr("shape " + sh->dump() + " overflows");
-      }
-      n_elems *= static_cast<uint64_t>(dim);
-      t.shape.push_back(dim);
-    }
-    int64_t begin = json_uint((*off)[0]);
-    int64_t end = json_uint((*off)[1]);
-    if (begin < 0 || end < 0) return terr("data_offsets are not non-negative integers");
-    if (begin > end) {
-      return terr(strprintf("data_offsets begin %lld is after end %lld",
-                            static_cast<long long>(begin), static_cast<long long>(end)));
-    }
-    if (static_cast<uint64_t>(end) > body_size) {
-      return terr(
-          strprintf("data_offsets [%lld, %lld] extend past end of file (data section "
-                    "%llu bytes)",
-                    static_cast<long long>(begin), static_cast<long long>(end),
-                    static_cast<unsigned long long>(body_size)));
-    }
-    uint64_t expect = n_elems * elem_size;
-    if (static_cast<uint64_t>(end - begin) != expect) {
-      return terr(strprintf("holds %lld bytes but shape %s of %s needs %llu",
-                            static_cast<long long>(end - begin), t.shape_string().c_str(),
-                            dtype.c_str(), static_cast<unsigned long long>(expect)));
-    }
-    t.offset = static_cast<uint64_t>(begin);
-    t.nbytes = expect;
-    t.data = body + begin;
+    LL3_RETURN_IF_ERROR(read_tensor(it.key(), it.value(), body, body_size, where, &t));
     tensors_.push_back(std::move(t));
   }
-
-  std::sort(tensors_.begin(), tensors_.end(), [](const auto& a, const auto& b) {
-    return a.offset != b.offset ? a.offset < b.offset : a.nbytes < b.nbytes;
-  });
-  for (size_t i = 1; i < tensors_.size(); ++i) {
-    const auto& p = tensors_[i - 1];
-    const auto& t = tensors_[i];
-    if (t.offset < p.offset + p.nbytes) {
-      return err(strprintf("tensors '%s' [%llu, %llu] and '%s' [%llu, %llu] overlap",
-                           p.name.c_str(), static_cast<unsigned long long>(p.offset),
-                           static_cast<unsigned long long>(p.offset + p.nbytes), t.name.c_str(),
-                           static_cast<unsigned long long>(t.offset),
-                           static_cast<unsigned long long>(t.offset + t.nbytes)));
-    }
-  }
+  LL3_RETURN_IF_ERROR(sort_and_check_overlaps(tensors_, where));
   for (size_t i = 0; i < tensors_.size(); ++i) index_[tensors_[i].name] = i;
   return ok_status();
 }
 
-Result<std::unique_ptr<SafetensorsModel>> SafetensorsModel::open_dir(const std::string& dir, MapMode mode) {
+Result<std::unique_ptr<SafetensorsModel>> SafetensorsModel::open_dir(const std::string& dir,
+                                                                     MapMode mode) {
   namespace fs = std::filesystem;
   std::unique_ptr<SafetensorsModel> m(new SafetensorsModel());
   m->dir_ = dir;

@@ -196,22 +196,11 @@ Result<std::string> find_llama3_tokenizer_dir(const std::string& flag) {
   return Status::error(msg);
 }
 
-Status write_preset_model(const ModelPreset& preset, const TokenizerVocab& vocab,
-                          const MakeModelOptions& opt, const std::string& out_path) {
-  if (opt.type != DType::F32 && opt.type != DType::F16 && opt.type != DType::BF16) {
-    return Status::errorf("make-model: type %s is not supported (f32, f16, bf16)",
-                          std::string(dtype_name(opt.type)).c_str());
-  }
-  if (vocab.tokens.empty() || vocab.token_types.size() != vocab.tokens.size()) {
-    return Status::error("make-model: the tokenizer vocabulary is empty or inconsistent");
-  }
-  const LlamaConfig& c = preset.config;
-  const int64_t n_vocab = static_cast<int64_t>(vocab.tokens.size());
-  const int threads =
-      opt.threads > 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
+namespace {
 
-  GgufWriter w;
-  // Keys and their order as llama.cpp's converter writes them.
+// The llama.* keys and their order as llama.cpp's converter writes them.
+void set_llama_keys(GgufWriter& w, const ModelPreset& preset, int64_t n_vocab, DType type) {
+  const LlamaConfig& c = preset.config;
   w.set_string("general.architecture", "llama");
   w.set_string("general.name", std::string("ll3 ") + preset.name + " (random weights)");
   w.set_u32("llama.context_length", static_cast<uint32_t>(c.context_length));
@@ -229,7 +218,11 @@ Status write_preset_model(const ModelPreset& preset, const TokenizerVocab& vocab
   w.set_u32("llama.vocab_size", static_cast<uint32_t>(n_vocab));
   w.set_u32("llama.rope.dimension_count", static_cast<uint32_t>(c.head_dim));
   // llama_ftype: ALL_F32 = 0, MOSTLY_F16 = 1, MOSTLY_BF16 = 32.
-  w.set_u32("general.file_type", opt.type == DType::F32 ? 0u : opt.type == DType::F16 ? 1u : 32u);
+  w.set_u32("general.file_type", type == DType::F32 ? 0u : type == DType::F16 ? 1u : 32u);
+}
+
+// The tokenizer.* keys, after the llama.* ones, in the converter's order.
+void set_tokenizer_keys(GgufWriter& w, const TokenizerVocab& vocab) {
   w.set_string("tokenizer.ggml.model", "gpt2");
   w.set_string("tokenizer.ggml.pre", vocab.pre.empty() ? "llama-bpe" : vocab.pre);
   w.set_string_array("tokenizer.ggml.tokens", vocab.tokens);
@@ -244,7 +237,13 @@ Status write_preset_model(const ModelPreset& preset, const TokenizerVocab& vocab
   }
   w.set_bool("tokenizer.ggml.add_bos_token", vocab.add_bos);
   if (!vocab.chat_template.empty()) w.set_string("tokenizer.chat_template", vocab.chat_template);
+}
 
+// Every tensor of the preset, in GGUF order, filled with seeded random values when written:
+// norms near 1, matrices with std 1/sqrt(fan_in), the embedding small.
+Status add_random_tensors(GgufWriter& w, const ModelPreset& preset, int64_t n_vocab,
+                          const MakeModelOptions& opt, int threads) {
+  const LlamaConfig& c = preset.config;
   const uint64_t seed = opt.seed;
   const DType wt = opt.type;
   auto add = [&](const std::string& name, DType type, std::vector<int64_t> ne, Init init) {
@@ -289,6 +288,28 @@ Status write_preset_model(const ModelPreset& preset, const TokenizerVocab& vocab
   if (!c.tied_embeddings) {
     LL3_RETURN_IF_ERROR(add("output.weight", wt, {c.dim, n_vocab}, matrix(c.dim)));
   }
+  return ok_status();
+}
+
+}  // namespace
+
+Status write_preset_model(const ModelPreset& preset, const TokenizerVocab& vocab,
+                          const MakeModelOptions& opt, const std::string& out_path) {
+  if (opt.type != DType::F32 && opt.type != DType::F16 && opt.type != DType::BF16) {
+    return Status::errorf("make-model: type %s is not supported (f32, f16, bf16)",
+                          std::string(dtype_name(opt.type)).c_str());
+  }
+  if (vocab.tokens.empty() || vocab.token_types.size() != vocab.tokens.size()) {
+    return Status::error("make-model: the tokenizer vocabulary is empty or inconsistent");
+  }
+  const int64_t n_vocab = static_cast<int64_t>(vocab.tokens.size());
+  const int threads =
+      opt.threads > 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
+
+  GgufWriter w;
+  set_llama_keys(w, preset, n_vocab, opt.type);
+  set_tokenizer_keys(w, vocab);
+  LL3_RETURN_IF_ERROR(add_random_tensors(w, preset, n_vocab, opt, threads));
   return w.write(out_path).with_context("make-model: ");
 }
 

@@ -114,25 +114,12 @@ ModelSource source_from_gguf(const GgufFile& f) {
   return s;
 }
 
-Result<ModelSource> source_from_hf(const std::string& dir) {
-  auto cfg_or = load_hf_config(dir);
-  if (!cfg_or.ok()) return cfg_or.status();
-  const LlamaConfig c = *cfg_or;
-  auto vocab_or = load_vocab_from_hf(dir);
-  if (!vocab_or.ok()) return vocab_or.status();
-  const TokenizerVocab& v = *vocab_or;
-  auto model_or = SafetensorsModel::open_dir(dir);
-  if (!model_or.ok()) return model_or.status();
-  std::shared_ptr<SafetensorsModel> model(std::move(model_or.value()));
+namespace {
 
-  ModelSource s;
-  s.origin = dir;
-  s.keep.push_back(model);
-  s.n_layer = c.n_layers;
-  s.n_head = c.n_heads;
-  s.n_head_kv = c.n_kv_heads;
-  auto& m = s.metadata;
-  // Keys and their order as llama.cpp's converter writes them for a llama checkpoint.
+using Metadata = std::vector<std::pair<std::string, GgufWriteValue>>;
+
+// The llama.* keys, with their order, as llama.cpp's converter writes them for a llama checkpoint.
+void append_llama_keys(const LlamaConfig& c, size_t n_vocab, Metadata& m) {
   m.emplace_back("general.architecture", GgufWriteValue::string("llama"));
   m.emplace_back("general.name", GgufWriteValue::string(c.name));
   m.emplace_back("llama.context_length", GgufWriteValue::u32(static_cast<uint32_t>(c.context_length)));
@@ -147,8 +134,12 @@ Result<ModelSource> source_from_hf(const std::string& dir) {
     m.emplace_back("llama.attention.key_length", GgufWriteValue::u32(static_cast<uint32_t>(c.head_dim)));
     m.emplace_back("llama.attention.value_length", GgufWriteValue::u32(static_cast<uint32_t>(c.head_dim)));
   }
-  m.emplace_back("llama.vocab_size", GgufWriteValue::u32(static_cast<uint32_t>(v.tokens.size())));
+  m.emplace_back("llama.vocab_size", GgufWriteValue::u32(static_cast<uint32_t>(n_vocab)));
   m.emplace_back("llama.rope.dimension_count", GgufWriteValue::u32(static_cast<uint32_t>(c.head_dim)));
+}
+
+// The tokenizer.* keys, after the llama.* ones, in the converter's order.
+void append_tokenizer_keys(const TokenizerVocab& v, Metadata& m) {
   m.emplace_back("tokenizer.ggml.model", GgufWriteValue::string("gpt2"));
   m.emplace_back("tokenizer.ggml.pre", GgufWriteValue::string(v.pre.empty() ? "llama-bpe" : v.pre));
   m.emplace_back("tokenizer.ggml.tokens", GgufWriteValue::string_array(v.tokens));
@@ -162,14 +153,19 @@ Result<ModelSource> source_from_hf(const std::string& dir) {
   }
   m.emplace_back("tokenizer.ggml.add_bos_token", GgufWriteValue::boolean(v.add_bos));
   if (!v.chat_template.empty()) m.emplace_back("tokenizer.chat_template", GgufWriteValue::string(v.chat_template));
+}
 
+// The checkpoint's tensors under their GGUF names and shapes (views into the mapped files); Q
+// and K rows are read through a row map from rotate-half order back to GGUF's.
+Status append_hf_tensors(const std::string& dir, const LlamaConfig& c, const SafetensorsModel& model,
+                         std::vector<SourceTensor>& out) {
   // GGUF row -> HF row of a rotate-half Q/K matrix, one table per head size.
   auto row_map_for = [&c](int64_t rows) {
     auto map = std::make_shared<std::vector<int64_t>>(rows);
     for (int64_t hf = 0; hf < rows; ++hf) (*map)[gguf_row_of_hf_row(hf, c.head_dim)] = hf;
     return map;
   };
-  for (const auto& [hf_name, t] : model->tensors()) {
+  for (const auto& [hf_name, t] : model.tensors()) {
     auto [name, rotate_half] = gguf_name(hf_name);
     if (name.empty()) continue;
     if (name == "output.weight" && c.tied_embeddings) continue;  // the embedding is the output
@@ -191,20 +187,48 @@ Result<ModelSource> source_from_hf(const std::string& dir) {
       }
       st.row_map = row_map_for(st.ne[1]);
     }
-    s.tensors.push_back(std::move(st));
+    out.push_back(std::move(st));
   }
-  if (c.rope_scaling.enabled) {
-    auto factors = std::make_shared<std::vector<float>>(llama3_rope_freq_factors(c.head_dim, c.rope_theta, c.rope_scaling));
-    SourceTensor st;
-    st.name = "rope_freqs.weight";
-    st.type = DType::F32;
-    st.n_dims = 1;
-    st.ne[0] = static_cast<int64_t>(factors->size());
-    st.data = reinterpret_cast<const uint8_t*>(factors->data());
-    st.nbytes = factors->size() * sizeof(float);
-    s.keep.push_back(factors);
-    s.tensors.push_back(std::move(st));
-  }
+  return ok_status();
+}
+
+// Llama 3.1 scaling: GGUF holds the frequency factors as a tensor, made here (and kept alive by s).
+void append_rope_freqs(const LlamaConfig& c, ModelSource& s) {
+  auto factors = std::make_shared<std::vector<float>>(llama3_rope_freq_factors(c.head_dim, c.rope_theta, c.rope_scaling));
+  SourceTensor st;
+  st.name = "rope_freqs.weight";
+  st.type = DType::F32;
+  st.n_dims = 1;
+  st.ne[0] = static_cast<int64_t>(factors->size());
+  st.data = reinterpret_cast<const uint8_t*>(factors->data());
+  st.nbytes = factors->size() * sizeof(float);
+  s.keep.push_back(factors);
+  s.tensors.push_back(std::move(st));
+}
+
+}  // namespace
+
+Result<ModelSource> source_from_hf(const std::string& dir) {
+  auto cfg_or = load_hf_config(dir);
+  if (!cfg_or.ok()) return cfg_or.status();
+  const LlamaConfig c = *cfg_or;
+  auto vocab_or = load_vocab_from_hf(dir);
+  if (!vocab_or.ok()) return vocab_or.status();
+  const TokenizerVocab& v = *vocab_or;
+  auto model_or = SafetensorsModel::open_dir(dir);
+  if (!model_or.ok()) return model_or.status();
+  std::shared_ptr<SafetensorsModel> model(std::move(model_or.value()));
+
+  ModelSource s;
+  s.origin = dir;
+  s.keep.push_back(model);
+  s.n_layer = c.n_layers;
+  s.n_head = c.n_heads;
+  s.n_head_kv = c.n_kv_heads;
+  append_llama_keys(c, v.tokens.size(), s.metadata);
+  append_tokenizer_keys(v, s.metadata);
+  LL3_RETURN_IF_ERROR(append_hf_tensors(dir, c, *model, s.tensors));
+  if (c.rope_scaling.enabled) append_rope_freqs(c, s);
   // Safetensors order is by name; put the tensors in the order llama.cpp's converter writes
   // them (the per-tensor type rules count attn_v / ffn_down layers in this order).
   std::stable_sort(s.tensors.begin(), s.tensors.end(), [](const SourceTensor& a, const SourceTensor& b) {

@@ -370,118 +370,152 @@ Value call_global(Interp&, const std::string& name, const Args& a, std::time_t n
   throw Error("unknown function '" + name + "'");
 }
 
-Value call_method(Interp& in, const Value& obj, const std::string& name, const Args& a) {
-  if (obj.is_str()) {
-    const std::string& s = obj.s;
-    if (name == "strip" || name == "lstrip" || name == "rstrip") {
-      auto chars = a.get(0, "chars");
-      std::optional<std::string> cs;
-      if (chars && !chars->is_none()) cs = as_str_arg(chars, "");
-      return Value::str(py_strip(s, name != "rstrip", name != "lstrip", cs));
+namespace {
+
+// str.split() without a separator: runs of whitespace, at most `maxsplit` splits (< 0: any).
+List split_whitespace(const std::string& s, int64_t maxsplit) {
+  List parts;
+  std::string cur;
+  bool in_word = false;
+  auto cs = chars_of(s);
+  for (size_t k = 0; k < cs.size(); ++k) {
+    size_t len;
+    bool ws = is_strip_char(cs[k], 0, &len, std::nullopt);
+    if (ws && in_word && (maxsplit < 0 || int64_t(parts.size()) < maxsplit)) {
+      parts.push_back(Value::str(cur));
+      cur.clear();
+      in_word = false;
+    } else if (!ws || in_word) {
+      cur += cs[k];
+      in_word = true;
     }
-    if (name == "upper") return Value::str(ascii_upper(s));
-    if (name == "lower") return Value::str(ascii_lower(s));
-    if (name == "title") return Value::str(title(s));
-    if (name == "capitalize") return Value::str(capitalize(s));
-    if (name == "startswith" || name == "endswith") {
-      std::string x = as_str_arg(a.get(0, "prefix"), "");
-      bool r = name == "startswith"
-                   ? s.compare(0, x.size(), x) == 0
-                   : s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
-      return Value::boolean(r);
-    }
-    if (name == "replace") {
-      return Value::str(replace_all(s, as_str_arg(a.get(0, "old"), ""),
-                                    as_str_arg(a.get(1, "new"), ""),
-                                    as_int_arg(a.get(2, "count"), -1)));
-    }
-    if (name == "find") {
-      size_t f = s.find(as_str_arg(a.get(0, "sub"), ""));
-      return Value::integer(f == std::string::npos ? -1 : int64_t(chars_of(s.substr(0, f)).size()));
-    }
-    if (name == "split") {
-      auto sep = a.get(0, "sep");
-      int64_t maxsplit = as_int_arg(a.get(1, "maxsplit"), -1);
-      List parts;
-      if (!sep || sep->is_none()) {  // runs of whitespace
-        std::string cur;
-        bool in_word = false;
-        auto cs = chars_of(s);
-        for (size_t k = 0; k < cs.size(); ++k) {
-          size_t len;
-          bool ws = is_strip_char(cs[k], 0, &len, std::nullopt);
-          if (ws && in_word && (maxsplit < 0 || int64_t(parts.size()) < maxsplit)) {
-            parts.push_back(Value::str(cur));
-            cur.clear();
-            in_word = false;
-          } else if (!ws || in_word) {
-            cur += cs[k];
-            in_word = true;
-          }
-        }
-        if (in_word) parts.push_back(Value::str(py_strip(cur, false, true, std::nullopt)));
-      } else {
-        std::string d = as_str_arg(sep, "");
-        if (d.empty()) throw Error("empty separator");
-        size_t pos = 0;
-        for (;;) {
-          size_t f = s.find(d, pos);
-          if (f == std::string::npos || (maxsplit >= 0 && int64_t(parts.size()) >= maxsplit)) break;
-          parts.push_back(Value::str(s.substr(pos, f - pos)));
-          pos = f + d.size();
-        }
-        parts.push_back(Value::str(s.substr(pos)));
-      }
-      return Value::new_list(std::move(parts));
-    }
-    if (name == "join") {
-      std::string out;
-      List items = iterate(a.get(0, "iterable").value_or(Value::new_list()));
-      for (size_t k = 0; k < items.size(); ++k) {
-        if (!items[k].is_str()) throw Error("sequence item is not a string in str.join");
-        out += (k ? s : "") + items[k].s;
-      }
-      return Value::str(out);
-    }
-  } else if (obj.is_dict()) {
-    if (name == "items" || name == "keys" || name == "values") {
-      List out;
-      for (const auto& [k, v] : *obj.dict) {
-        if (name == "items") {
-          Value pair = Value::new_list({Value::str(k), v});
-          pair.is_tuple = true;
-          out.push_back(std::move(pair));
-        } else
-          out.push_back(name == "keys" ? Value::str(k) : v);
-      }
-      return Value::new_list(std::move(out));
-    }
-    if (name == "get") {
-      auto key = a.get(0, "key");
-      const Value* v = key && key->is_str() ? obj.get(key->s) : nullptr;
-      return v ? *v : a.get(1, "default").value_or(Value::none());
-    }
-  } else if (obj.is_list()) {
-    if (name == "append" || name == "extend" || name == "pop" || name == "insert" ||
-        name == "remove") {
-      // transformers renders in jinja2's ImmutableSandboxedEnvironment, which refuses this.
-      throw Error("access to list." + name + " is unsafe (immutable sandbox)");
-    }
-    if (name == "count" || name == "index") {
-      Value x = a.get(0, "value").value_or(Value::none());
-      int64_t n = 0;
-      for (size_t k = 0; k < obj.list->size(); ++k) {
-        if (equal((*obj.list)[k], x)) {
-          if (name == "index") return Value::integer(int64_t(k));
-          ++n;
-        }
-      }
-      if (name == "index") throw Error("list.index(x): x not in list");
-      return Value::integer(n);
-    }
-  } else if (obj.is_undefined()) {
-    throw Error("'" + name + "' of an undefined value");
   }
+  if (in_word) parts.push_back(Value::str(py_strip(cur, false, true, std::nullopt)));
+  return parts;
+}
+
+// str.split(sep): at each occurrence of `d`, at most `maxsplit` splits (< 0: any).
+List split_on(const std::string& s, const std::string& d, int64_t maxsplit) {
+  if (d.empty()) throw Error("empty separator");
+  List parts;
+  size_t pos = 0;
+  for (;;) {
+    size_t f = s.find(d, pos);
+    if (f == std::string::npos || (maxsplit >= 0 && int64_t(parts.size()) >= maxsplit)) break;
+    parts.push_back(Value::str(s.substr(pos, f - pos)));
+    pos = f + d.size();
+  }
+  parts.push_back(Value::str(s.substr(pos)));
+  return parts;
+}
+
+Value str_split(const std::string& s, const Args& a) {
+  auto sep = a.get(0, "sep");
+  int64_t maxsplit = as_int_arg(a.get(1, "maxsplit"), -1);
+  if (!sep || sep->is_none()) return Value::new_list(split_whitespace(s, maxsplit));
+  return Value::new_list(split_on(s, as_str_arg(sep, ""), maxsplit));
+}
+
+Value str_join(const std::string& s, const Args& a) {
+  std::string out;
+  List items = iterate(a.get(0, "iterable").value_or(Value::new_list()));
+  for (size_t k = 0; k < items.size(); ++k) {
+    if (!items[k].is_str()) throw Error("sequence item is not a string in str.join");
+    out += (k ? s : "") + items[k].s;
+  }
+  return Value::str(out);
+}
+
+// The str methods; nullopt for a name str has no method of.
+std::optional<Value> str_method(const std::string& s, const std::string& name, const Args& a) {
+  if (name == "strip" || name == "lstrip" || name == "rstrip") {
+    auto chars = a.get(0, "chars");
+    std::optional<std::string> cs;
+    if (chars && !chars->is_none()) cs = as_str_arg(chars, "");
+    return Value::str(py_strip(s, name != "rstrip", name != "lstrip", cs));
+  }
+  if (name == "upper") return Value::str(ascii_upper(s));
+  if (name == "lower") return Value::str(ascii_lower(s));
+  if (name == "title") return Value::str(title(s));
+  if (name == "capitalize") return Value::str(capitalize(s));
+  if (name == "startswith" || name == "endswith") {
+    std::string x = as_str_arg(a.get(0, "prefix"), "");
+    bool r = name == "startswith"
+                 ? s.compare(0, x.size(), x) == 0
+                 : s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
+    return Value::boolean(r);
+  }
+  if (name == "replace") {
+    return Value::str(replace_all(s, as_str_arg(a.get(0, "old"), ""),
+                                  as_str_arg(a.get(1, "new"), ""),
+                                  as_int_arg(a.get(2, "count"), -1)));
+  }
+  if (name == "find") {
+    size_t f = s.find(as_str_arg(a.get(0, "sub"), ""));
+    return Value::integer(f == std::string::npos ? -1 : int64_t(chars_of(s.substr(0, f)).size()));
+  }
+  if (name == "split") return str_split(s, a);
+  if (name == "join") return str_join(s, a);
+  return std::nullopt;
+}
+
+// The dict methods; nullopt for a name dict has no method of.
+std::optional<Value> dict_method(const Value& obj, const std::string& name, const Args& a) {
+  if (name == "items" || name == "keys" || name == "values") {
+    List out;
+    for (const auto& [k, v] : *obj.dict) {
+      if (name == "items") {
+        Value pair = Value::new_list({Value::str(k), v});
+        pair.is_tuple = true;
+        out.push_back(std::move(pair));
+      } else
+        out.push_back(name == "keys" ? Value::str(k) : v);
+    }
+    return Value::new_list(std::move(out));
+  }
+  if (name == "get") {
+    auto key = a.get(0, "key");
+    const Value* v = key && key->is_str() ? obj.get(key->s) : nullptr;
+    return v ? *v : a.get(1, "default").value_or(Value::none());
+  }
+  return std::nullopt;
+}
+
+// The list methods that do not modify the list; nullopt for a name list has no method of.
+std::optional<Value> list_method(const Value& obj, const std::string& name, const Args& a) {
+  if (name == "append" || name == "extend" || name == "pop" || name == "insert" ||
+      name == "remove") {
+    // transformers renders in jinja2's ImmutableSandboxedEnvironment, which refuses this.
+    throw Error("access to list." + name + " is unsafe (immutable sandbox)");
+  }
+  if (name == "count" || name == "index") {
+    Value x = a.get(0, "value").value_or(Value::none());
+    int64_t n = 0;
+    for (size_t k = 0; k < obj.list->size(); ++k) {
+      if (equal((*obj.list)[k], x)) {
+        if (name == "index") return Value::integer(int64_t(k));
+        ++n;
+      }
+    }
+    if (name == "index") throw Error("list.index(x): x not in list");
+    return Value::integer(n);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Value call_method(Interp& in, const Value& obj, const std::string& name, const Args& a) {
+  std::optional<Value> r;
+  if (obj.is_str())
+    r = str_method(obj.s, name, a);
+  else if (obj.is_dict())
+    r = dict_method(obj, name, a);
+  else if (obj.is_list())
+    r = list_method(obj, name, a);
+  else if (obj.is_undefined())
+    throw Error("'" + name + "' of an undefined value");
+  if (r) return *r;
   (void)in;
   throw Error(std::string("'") + kind_name(obj) + "' object has no method '" + name + "'");
 }

@@ -1,6 +1,7 @@
 // Jinja subset: filters and tests (jinja2's built-ins with Hugging Face's tojson).
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
 #include "core/status.h"
 #include "tokenizer/jinja_builtins.h"
@@ -120,240 +121,347 @@ bool apply_test(Interp& in, const std::string& name, const Value& v, const Args&
   throw Error("unknown test '" + name + "'");
 }
 
-Value apply_filter(Interp& in, const std::string& name, const Value& v, const Args& a) {
+namespace {
+
+// One function per filter (or per family of filters that share a body); `name` tells a family's
+// members apart. The table below maps each name jinja2 knows to its function.
+using Filter = Value (*)(Interp& in, const std::string& name, const Value& v, const Args& a);
+
+// --- strings ---
+
+Value filter_trim(Interp& in, const std::string&, const Value& v, const Args& a) {
+  auto chars = a.get(0, "chars");
+  std::string s = to_str(v);
+  if (chars && chars->is_str()) return call_method(in, Value::str(s), "strip", a);
+  return Value::str(strip_ws(s));
+}
+
+Value filter_tojson(Interp&, const std::string&, const Value& v, const Args& a) {
+  // transformers: json.dumps(x, ensure_ascii=False, indent=indent, sort_keys=False)
+  if (v.is_undefined()) throw Error("Object of type Undefined is not JSON serializable");
+  auto ind = a.get(0, "indent");
+  int indent = ind && ind->kind == Value::Kind::Int ? int(std::clamp<int64_t>(ind->i, 0, 64)) : -1;
+  return Value::str(to_json(v, indent));
+}
+
+Value filter_string(Interp&, const std::string&, const Value& v, const Args&) {
+  return Value::str(to_str(v));
+}
+
+Value filter_safe(Interp&, const std::string&, const Value& v, const Args&) { return v; }
+
+Value filter_escape(Interp&, const std::string&, const Value& v, const Args&) {
+  std::string s = to_str(v), out;
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return Value::str(out);
+}
+
+// upper, lower, capitalize, title: the str method of the same name.
+Value filter_case(Interp& in, const std::string& name, const Value& v, const Args&) {
+  return call_method(in, Value::str(to_str(v)), name, {});
+}
+
+Value filter_replace(Interp& in, const std::string&, const Value& v, const Args& a) {
+  Args r;
+  r.pos = {a.get(0, "old").value_or(Value::str("")), a.get(1, "new").value_or(Value::str(""))};
+  if (auto c = a.get(2, "count")) r.pos.push_back(*c);
+  return call_method(in, Value::str(to_str(v)), "replace", r);
+}
+
+Value filter_join(Interp&, const std::string&, const Value& v, const Args& a) {
+  std::string sep = str_arg(a.get(0, "d"), "");
+  auto attr = a.get(1, "attribute");
+  std::string out;
+  List items = iterate(v);
+  for (size_t k = 0; k < items.size(); ++k) {
+    Value x = attr && attr->is_str() ? attr_path(items[k], attr->s) : items[k];
+    out += (k ? sep : "") + to_str(x);
+  }
+  return Value::str(out);
+}
+
+// The indent filter's pad: width= is a count of spaces or (a string) the pad itself.
+std::string indent_pad(const Args& a) {
+  int64_t width = 4;
+  std::string pad;
+  if (auto w = a.get(0, "width")) {
+    if (w->is_str())
+      pad = w->s;
+    else
+      width = w->kind == Value::Kind::Int ? w->i : 4;
+  }
+  if (pad.empty()) pad = std::string(size_t(std::clamp<int64_t>(width, 0, 256)), ' ');
+  return pad;
+}
+
+Value filter_indent(Interp&, const std::string&, const Value& v, const Args& a) {
+  std::string pad = indent_pad(a);
+  bool first = a.get(1, "first").value_or(Value::boolean(false)).truthy();
+  bool blank = a.get(2, "blank").value_or(Value::boolean(false)).truthy();
+  std::string s = to_str(v), out;
+  size_t pos = 0;
+  bool first_line = true;
+  while (pos <= s.size()) {
+    size_t nl = s.find('\n', pos);
+    std::string line = s.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    bool add = first_line ? first : (blank || !strip_ws(line).empty());
+    out += (add ? pad : "") + line;
+    if (nl == std::string::npos) break;
+    out += '\n';
+    pos = nl + 1;
+    first_line = false;
+  }
+  return Value::str(out);
+}
+
+Value filter_wordcount(Interp& in, const std::string&, const Value& v, const Args&) {
+  return Value::integer(call_method(in, Value::str(to_str(v)), "split", {}).list->size());
+}
+
+// --- any value ---
+
+Value filter_length(Interp&, const std::string&, const Value& v, const Args&) {
+  return Value::integer(v.is_undefined() ? 0 : v.length());
+}
+
+Value filter_default(Interp&, const std::string&, const Value& v, const Args& a) {
+  bool boolean = a.get(1, "boolean").value_or(Value::boolean(false)).truthy();
+  if (v.is_undefined() || (boolean && !v.truthy()))
+    return a.get(0, "default_value").value_or(Value::str(""));
+  return v;
+}
+
+// --- sequences and mappings ---
+
+Value filter_list(Interp&, const std::string&, const Value& v, const Args&) {
+  return Value::new_list(iterate(v));
+}
+
+Value filter_first_last(Interp&, const std::string& name, const Value& v, const Args&) {
+  List items = iterate(v);
+  if (items.empty()) return Value::undefined();
+  return name == "first" ? items.front() : items.back();
+}
+
+Value filter_reverse(Interp&, const std::string&, const Value& v, const Args&) {
+  if (v.is_str()) return slice(v, std::nullopt, std::nullopt, -1);
+  List items = iterate(v);
+  std::reverse(items.begin(), items.end());
+  return Value::new_list(std::move(items));
+}
+
+Value filter_items(Interp& in, const std::string&, const Value& v, const Args&) {
+  if (v.is_undefined()) return Value::new_list();
+  if (!v.is_dict()) throw Error("items filter needs a mapping");
+  return call_method(in, v, "items", {});
+}
+
+Value filter_dictsort(Interp& in, const std::string&, const Value& v, const Args&) {
+  if (!v.is_dict()) throw Error("dictsort filter needs a mapping");
+  List items = *call_method(in, v, "items", {}).list;
+  std::stable_sort(items.begin(), items.end(), [](const Value& x, const Value& y) {
+    return lower_ascii((*x.list)[0].s) < lower_ascii((*y.list)[0].s);
+  });
+  return Value::new_list(std::move(items));
+}
+
+// select, reject: the items that pass (or fail) a test, or are truthy without one.
+Value filter_select(Interp& in, const std::string& name, const Value& v, const Args& a) {
+  List out;
+  auto test = a.get(0, "test");
+  Args targs = rest_args(a, 1);
+  for (const auto& x : iterate(v)) {
+    bool r = test && test->is_str() ? apply_test(in, test->s, x, targs) : x.truthy();
+    if (r == (name == "select")) out.push_back(x);
+  }
+  return Value::new_list(std::move(out));
+}
+
+// selectattr, rejectattr: as select and reject, on one attribute of each item.
+Value filter_selectattr(Interp& in, const std::string& name, const Value& v, const Args& a) {
+  std::string attr = str_arg(a.get(0, "attribute"), "");
+  auto test = a.get(1, "test");
+  Args targs = rest_args(a, 2);
+  List out;
+  for (const auto& x : iterate(v)) {
+    Value av = attr_path(x, attr);
+    bool r = test && test->is_str() ? apply_test(in, test->s, av, targs) : av.truthy();
+    if (r == (name == "selectattr")) out.push_back(x);
+  }
+  return Value::new_list(std::move(out));
+}
+
+// map(attribute=...) takes an attribute of each item; map('filter', ...) applies a filter.
+Value filter_map(Interp& in, const std::string&, const Value& v, const Args& a) {
+  List out;
+  auto attr = a.get(99, "attribute");
+  if (attr && attr->is_str()) {
+    auto dflt = a.get(99, "default");
+    for (const auto& x : iterate(v)) {
+      Value r = attr_path(x, attr->s);
+      out.push_back(r.is_undefined() && dflt ? *dflt : r);
+    }
+  } else {
+    auto f = a.get(0, "filter");
+    if (!f || !f->is_str()) throw Error("map needs a filter name or attribute=");
+    Args fargs = rest_args(a, 1);
+    for (const auto& x : iterate(v)) out.push_back(apply_filter(in, f->s, x, fargs));
+  }
+  return Value::new_list(std::move(out));
+}
+
+Value filter_unique(Interp&, const std::string&, const Value& v, const Args&) {
+  List out;
+  for (const auto& x : iterate(v)) {
+    bool seen = false;
+    for (const auto& y : out) seen = seen || equal(x, y);
+    if (!seen) out.push_back(x);
+  }
+  return Value::new_list(std::move(out));
+}
+
+Value filter_sort(Interp&, const std::string&, const Value& v, const Args& a) {
+  List items = iterate(v);
+  bool rev = a.get(0, "reverse").value_or(Value::boolean(false)).truthy();
+  auto attr = a.get(2, "attribute");
+  auto key = [&](const Value& x) {
+    Value k = attr && attr->is_str() ? attr_path(x, attr->s) : x;
+    return k.is_str() ? Value::str(lower_ascii(k.s)) : k;
+  };
+  std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
+    return rev ? less(key(y), key(x)) : less(key(x), key(y));
+  });
+  return Value::new_list(std::move(items));
+}
+
+Value filter_sum(Interp&, const std::string&, const Value& v, const Args& a) {
+  Value acc = a.get(1, "start").value_or(Value::integer(0));
+  for (const auto& x : iterate(v)) acc = binary_op("+", acc, x);
+  return acc;
+}
+
+Value filter_min_max(Interp&, const std::string& name, const Value& v, const Args&) {
+  List items = iterate(v);
+  if (items.empty()) return Value::undefined();
+  Value best = items[0];
+  for (const auto& x : items)
+    if (name == "min" ? less(x, best) : less(best, x)) best = x;
+  return best;
+}
+
+// --- numbers ---
+
+Value filter_abs(Interp&, const std::string&, const Value& v, const Args&) {
+  if (v.kind == Value::Kind::Int) return Value::integer(v.i < 0 ? -v.i : v.i);
+  if (v.kind == Value::Kind::Float) return Value::number(std::fabs(v.f));
+  throw Error("abs needs a number");
+}
+
+Value filter_int(Interp&, const std::string&, const Value& v, const Args& a) {
   using K = Value::Kind;
-  if (name == "trim") {
-    auto chars = a.get(0, "chars");
-    std::string s = to_str(v);
-    if (chars && chars->is_str()) return call_method(in, Value::str(s), "strip", a);
-    return Value::str(strip_ws(s));
+  if (v.kind == K::Int) return v;
+  if (v.kind == K::Float) return Value::integer(int64_t(v.f));
+  if (v.kind == K::Bool) return Value::integer(v.b);
+  if (v.is_str()) {
+    char* end = nullptr;
+    std::string s = strip_ws(v.s);
+    long long x = std::strtoll(s.c_str(), &end, 10);
+    if (!s.empty() && *end == '\0') return Value::integer(x);
   }
-  if (name == "tojson") {
-    // transformers: json.dumps(x, ensure_ascii=False, indent=indent, sort_keys=False)
-    if (v.is_undefined()) throw Error("Object of type Undefined is not JSON serializable");
-    auto ind = a.get(0, "indent");
-    int indent = ind && ind->kind == K::Int ? int(std::clamp<int64_t>(ind->i, 0, 64)) : -1;
-    return Value::str(to_json(v, indent));
+  return a.get(0, "default").value_or(Value::integer(0));
+}
+
+Value filter_float(Interp&, const std::string&, const Value& v, const Args& a) {
+  if (v.is_number()) return Value::number(v.as_double());
+  if (v.is_str()) {
+    char* end = nullptr;
+    std::string s = strip_ws(v.s);
+    double x = std::strtod(s.c_str(), &end);
+    if (!s.empty() && *end == '\0') return Value::number(x);
   }
-  if (name == "length" || name == "count") return Value::integer(v.is_undefined() ? 0 : v.length());
-  if (name == "string") return Value::str(to_str(v));
-  if (name == "safe") return v;
-  if (name == "e" || name == "escape") {
-    std::string s = to_str(v), out;
-    for (char c : s) {
-      switch (c) {
-        case '&':
-          out += "&amp;";
-          break;
-        case '<':
-          out += "&lt;";
-          break;
-        case '>':
-          out += "&gt;";
-          break;
-        case '"':
-          out += "&#34;";
-          break;
-        case '\'':
-          out += "&#39;";
-          break;
-        default:
-          out += c;
-      }
-    }
-    return Value::str(out);
-  }
-  if (name == "upper") return call_method(in, Value::str(to_str(v)), "upper", {});
-  if (name == "lower") return call_method(in, Value::str(to_str(v)), "lower", {});
-  if (name == "capitalize") return call_method(in, Value::str(to_str(v)), "capitalize", {});
-  if (name == "title") return call_method(in, Value::str(to_str(v)), "title", {});
-  if (name == "replace") {
-    Args r;
-    r.pos = {a.get(0, "old").value_or(Value::str("")), a.get(1, "new").value_or(Value::str(""))};
-    if (auto c = a.get(2, "count")) r.pos.push_back(*c);
-    return call_method(in, Value::str(to_str(v)), "replace", r);
-  }
-  if (name == "default" || name == "d") {
-    bool boolean = a.get(1, "boolean").value_or(Value::boolean(false)).truthy();
-    if (v.is_undefined() || (boolean && !v.truthy()))
-      return a.get(0, "default_value").value_or(Value::str(""));
-    return v;
-  }
-  if (name == "join") {
-    std::string sep = str_arg(a.get(0, "d"), "");
-    auto attr = a.get(1, "attribute");
-    std::string out;
-    List items = iterate(v);
-    for (size_t k = 0; k < items.size(); ++k) {
-      Value x = attr && attr->is_str() ? attr_path(items[k], attr->s) : items[k];
-      out += (k ? sep : "") + to_str(x);
-    }
-    return Value::str(out);
-  }
-  if (name == "list") return Value::new_list(iterate(v));
-  if (name == "first" || name == "last") {
-    List items = iterate(v);
-    if (items.empty()) return Value::undefined();
-    return name == "first" ? items.front() : items.back();
-  }
-  if (name == "reverse") {
-    if (v.is_str()) return slice(v, std::nullopt, std::nullopt, -1);
-    List items = iterate(v);
-    std::reverse(items.begin(), items.end());
-    return Value::new_list(std::move(items));
-  }
-  if (name == "items") {
-    if (v.is_undefined()) return Value::new_list();
-    if (!v.is_dict()) throw Error("items filter needs a mapping");
-    return call_method(in, v, "items", {});
-  }
-  if (name == "dictsort") {
-    if (!v.is_dict()) throw Error("dictsort filter needs a mapping");
-    List items = *call_method(in, v, "items", {}).list;
-    std::stable_sort(items.begin(), items.end(), [](const Value& x, const Value& y) {
-      return lower_ascii((*x.list)[0].s) < lower_ascii((*y.list)[0].s);
-    });
-    return Value::new_list(std::move(items));
-  }
-  if (name == "select" || name == "reject") {
-    List out;
-    auto test = a.get(0, "test");
-    Args targs = rest_args(a, 1);
-    for (const auto& x : iterate(v)) {
-      bool r = test && test->is_str() ? apply_test(in, test->s, x, targs) : x.truthy();
-      if (r == (name == "select")) out.push_back(x);
-    }
-    return Value::new_list(std::move(out));
-  }
-  if (name == "selectattr" || name == "rejectattr") {
-    std::string attr = str_arg(a.get(0, "attribute"), "");
-    auto test = a.get(1, "test");
-    Args targs = rest_args(a, 2);
-    List out;
-    for (const auto& x : iterate(v)) {
-      Value av = attr_path(x, attr);
-      bool r = test && test->is_str() ? apply_test(in, test->s, av, targs) : av.truthy();
-      if (r == (name == "selectattr")) out.push_back(x);
-    }
-    return Value::new_list(std::move(out));
-  }
-  if (name == "map") {
-    List out;
-    auto attr = a.get(99, "attribute");
-    if (attr && attr->is_str()) {
-      auto dflt = a.get(99, "default");
-      for (const auto& x : iterate(v)) {
-        Value r = attr_path(x, attr->s);
-        out.push_back(r.is_undefined() && dflt ? *dflt : r);
-      }
-    } else {
-      auto f = a.get(0, "filter");
-      if (!f || !f->is_str()) throw Error("map needs a filter name or attribute=");
-      Args fargs = rest_args(a, 1);
-      for (const auto& x : iterate(v)) out.push_back(apply_filter(in, f->s, x, fargs));
-    }
-    return Value::new_list(std::move(out));
-  }
-  if (name == "unique") {
-    List out;
-    for (const auto& x : iterate(v)) {
-      bool seen = false;
-      for (const auto& y : out) seen = seen || equal(x, y);
-      if (!seen) out.push_back(x);
-    }
-    return Value::new_list(std::move(out));
-  }
-  if (name == "sort") {
-    List items = iterate(v);
-    bool rev = a.get(0, "reverse").value_or(Value::boolean(false)).truthy();
-    auto attr = a.get(2, "attribute");
-    auto key = [&](const Value& x) {
-      Value k = attr && attr->is_str() ? attr_path(x, attr->s) : x;
-      return k.is_str() ? Value::str(lower_ascii(k.s)) : k;
-    };
-    std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
-      return rev ? less(key(y), key(x)) : less(key(x), key(y));
-    });
-    return Value::new_list(std::move(items));
-  }
-  if (name == "sum") {
-    Value acc = a.get(1, "start").value_or(Value::integer(0));
-    for (const auto& x : iterate(v)) acc = binary_op("+", acc, x);
-    return acc;
-  }
-  if (name == "min" || name == "max") {
-    List items = iterate(v);
-    if (items.empty()) return Value::undefined();
-    Value best = items[0];
-    for (const auto& x : items)
-      if (name == "min" ? less(x, best) : less(best, x)) best = x;
-    return best;
-  }
-  if (name == "abs") {
-    if (v.kind == K::Int) return Value::integer(v.i < 0 ? -v.i : v.i);
-    if (v.kind == K::Float) return Value::number(std::fabs(v.f));
-    throw Error("abs needs a number");
-  }
-  if (name == "int") {
-    if (v.kind == K::Int) return v;
-    if (v.kind == K::Float) return Value::integer(int64_t(v.f));
-    if (v.kind == K::Bool) return Value::integer(v.b);
-    if (v.is_str()) {
-      char* end = nullptr;
-      std::string s = strip_ws(v.s);
-      long long x = std::strtoll(s.c_str(), &end, 10);
-      if (!s.empty() && *end == '\0') return Value::integer(x);
-    }
-    return a.get(0, "default").value_or(Value::integer(0));
-  }
-  if (name == "float") {
-    if (v.is_number()) return Value::number(v.as_double());
-    if (v.is_str()) {
-      char* end = nullptr;
-      std::string s = strip_ws(v.s);
-      double x = std::strtod(s.c_str(), &end);
-      if (!s.empty() && *end == '\0') return Value::number(x);
-    }
-    return a.get(0, "default").value_or(Value::number(0));
-  }
-  if (name == "round") {
-    int64_t prec = 0;
-    if (auto p = a.get(0, "precision"); p && p->kind == K::Int) prec = p->i;
-    std::string method = str_arg(a.get(1, "method"), "common");
-    double m = std::pow(10.0, double(prec)), x = v.as_double() * m;
-    double r = method == "floor" ? std::floor(x) : method == "ceil" ? std::ceil(x) : std::round(x);
-    return Value::number(r / m);
-  }
-  if (name == "indent") {
-    int64_t width = 4;
-    std::string pad;
-    if (auto w = a.get(0, "width")) {
-      if (w->is_str())
-        pad = w->s;
-      else
-        width = w->kind == K::Int ? w->i : 4;
-    }
-    if (pad.empty()) pad = std::string(size_t(std::clamp<int64_t>(width, 0, 256)), ' ');
-    bool first = a.get(1, "first").value_or(Value::boolean(false)).truthy();
-    bool blank = a.get(2, "blank").value_or(Value::boolean(false)).truthy();
-    std::string s = to_str(v), out;
-    size_t pos = 0;
-    bool first_line = true;
-    while (pos <= s.size()) {
-      size_t nl = s.find('\n', pos);
-      std::string line = s.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
-      bool add = first_line ? first : (blank || !strip_ws(line).empty());
-      out += (add ? pad : "") + line;
-      if (nl == std::string::npos) break;
-      out += '\n';
-      pos = nl + 1;
-      first_line = false;
-    }
-    return Value::str(out);
-  }
-  if (name == "wordcount") {
-    return Value::integer(call_method(in, Value::str(to_str(v)), "split", {}).list->size());
-  }
+  return a.get(0, "default").value_or(Value::number(0));
+}
+
+Value filter_round(Interp&, const std::string&, const Value& v, const Args& a) {
+  int64_t prec = 0;
+  if (auto p = a.get(0, "precision"); p && p->kind == Value::Kind::Int) prec = p->i;
+  std::string method = str_arg(a.get(1, "method"), "common");
+  double m = std::pow(10.0, double(prec)), x = v.as_double() * m;
+  double r = method == "floor" ? std::floor(x) : method == "ceil" ? std::ceil(x) : std::round(x);
+  return Value::number(r / m);
+}
+
+struct NamedFilter {
+  std::string_view name;
+  Filter fn;
+};
+
+constexpr NamedFilter kFilters[] = {
+    {"trim", filter_trim},
+    {"tojson", filter_tojson},
+    {"length", filter_length},
+    {"count", filter_length},
+    {"string", filter_string},
+    {"safe", filter_safe},
+    {"e", filter_escape},
+    {"escape", filter_escape},
+    {"upper", filter_case},
+    {"lower", filter_case},
+    {"capitalize", filter_case},
+    {"title", filter_case},
+    {"replace", filter_replace},
+    {"default", filter_default},
+    {"d", filter_default},
+    {"join", filter_join},
+    {"list", filter_list},
+    {"first", filter_first_last},
+    {"last", filter_first_last},
+    {"reverse", filter_reverse},
+    {"items", filter_items},
+    {"dictsort", filter_dictsort},
+    {"select", filter_select},
+    {"reject", filter_select},
+    {"selectattr", filter_selectattr},
+    {"rejectattr", filter_selectattr},
+    {"map", filter_map},
+    {"unique", filter_unique},
+    {"sort", filter_sort},
+    {"sum", filter_sum},
+    {"min", filter_min_max},
+    {"max", filter_min_max},
+    {"abs", filter_abs},
+    {"int", filter_int},
+    {"float", filter_float},
+    {"round", filter_round},
+    {"indent", filter_indent},
+    {"wordcount", filter_wordcount},
+};
+
+}  // namespace
+
+Value apply_filter(Interp& in, const std::string& name, const Value& v, const Args& a) {
+  for (const auto& f : kFilters)
+    if (f.name == name) return f.fn(in, name, v, a);
   throw Error("unknown filter '" + name + "'");
 }
 

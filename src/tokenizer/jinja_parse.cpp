@@ -451,6 +451,7 @@ class StmtParser {
     return body;
   }
 
+  // A block tag and, for if / for / generation, its body up to the matching end tag.
   std::unique_ptr<Node> parse_block(const Segment& s) {
     ExprParser p(lex(s.text, s.pos));
     std::string kw = p.expect_name();
@@ -458,70 +459,11 @@ class StmtParser {
     n->pos = s.pos;
     ++i_;
     if (kw == "if") {
-      n->kind = Node::Kind::If;
-      ExprPtr cond = p.expression();
-      p.expect_end();
-      for (;;) {
-        std::string stop;
-        Body b = parse_body({"elif", "else", "endif"}, &stop);
-        n->branches.emplace_back(std::move(cond), std::move(b));
-        const Segment& t = segs_[i_++];
-        ExprParser q(lex(t.text, t.pos));
-        q.expect_name();
-        if (stop == "elif") {
-          cond = q.expression();
-          q.expect_end();
-        } else if (stop == "else") {
-          q.expect_end();
-          Body eb = parse_body({"endif"}, &stop);
-          ++i_;
-          n->branches.emplace_back(nullptr, std::move(eb));
-          break;
-        } else {
-          q.expect_end();
-          break;
-        }
-      }
+      parse_if(p, *n);
     } else if (kw == "for") {
-      n->kind = Node::Kind::For;
-      n->targets = p.name_list();
-      if (!p.is_name("in")) p.fail("expected 'in'");
-      p.next();
-      n->expr = p.expression_no_cond();
-      if (p.is_name("if")) {
-        p.next();
-        n->filter = p.expression();
-      }
-      if (p.is_name("recursive")) p.fail("recursive loops are not supported");
-      p.expect_end();
-      std::string stop;
-      n->body = parse_body({"else", "endfor"}, &stop);
-      ++i_;
-      if (stop == "else") {
-        n->else_body = parse_body({"endfor"}, &stop);
-        ++i_;
-      }
+      parse_for(p, *n);
     } else if (kw == "set") {
-      n->kind = Node::Kind::Set;
-      n->targets = p.name_list();
-      if (n->targets.size() == 1 && p.is_op(".")) {
-        p.next();
-        n->attr = p.expect_name();
-      }
-      if (!p.is_op("=")) p.fail("block assignment ({% set x %}...{% endset %}) is not supported");
-      p.next();
-      n->expr = p.expression();
-      if (p.is_op(",")) {  // set a, b = 1, 2
-        auto l = std::make_unique<Expr>();
-        l->kind = Expr::Kind::List;
-        l->args.push_back(std::move(n->expr));
-        while (p.is_op(",")) {
-          p.next();
-          l->args.push_back(p.expression());
-        }
-        n->expr = std::move(l);
-      }
-      p.expect_end();
+      parse_set(p, *n);
     } else if (kw == "break" || kw == "continue") {
       p.expect_end();
       n->kind = kw == "break" ? Node::Kind::Break : Node::Kind::Continue;
@@ -535,6 +477,81 @@ class StmtParser {
       throw Error(strprintf("unsupported tag '%s' at offset %zu", kw.c_str(), s.pos));
     }
     return n;
+  }
+
+  // {% if c %}...{% elif c %}...{% else %}...{% endif %}: one branch per condition, the else
+  // branch's condition null.
+  void parse_if(ExprParser& p, Node& n) {
+    n.kind = Node::Kind::If;
+    ExprPtr cond = p.expression();
+    p.expect_end();
+    for (;;) {
+      std::string stop;
+      Body b = parse_body({"elif", "else", "endif"}, &stop);
+      n.branches.emplace_back(std::move(cond), std::move(b));
+      const Segment& t = segs_[i_++];
+      ExprParser q(lex(t.text, t.pos));
+      q.expect_name();
+      if (stop == "elif") {
+        cond = q.expression();
+        q.expect_end();
+      } else if (stop == "else") {
+        q.expect_end();
+        Body eb = parse_body({"endif"}, &stop);
+        ++i_;
+        n.branches.emplace_back(nullptr, std::move(eb));
+        break;
+      } else {
+        q.expect_end();
+        break;
+      }
+    }
+  }
+
+  // {% for a, b in xs if c %}...{% else %}...{% endfor %}
+  void parse_for(ExprParser& p, Node& n) {
+    n.kind = Node::Kind::For;
+    n.targets = p.name_list();
+    if (!p.is_name("in")) p.fail("expected 'in'");
+    p.next();
+    n.expr = p.expression_no_cond();
+    if (p.is_name("if")) {
+      p.next();
+      n.filter = p.expression();
+    }
+    if (p.is_name("recursive")) p.fail("recursive loops are not supported");
+    p.expect_end();
+    std::string stop;
+    n.body = parse_body({"else", "endfor"}, &stop);
+    ++i_;
+    if (stop == "else") {
+      n.else_body = parse_body({"endfor"}, &stop);
+      ++i_;
+    }
+  }
+
+  // {% set x = e %}, {% set ns.attr = e %}, {% set a, b = e1, e2 %}
+  void parse_set(ExprParser& p, Node& n) {
+    n.kind = Node::Kind::Set;
+    n.targets = p.name_list();
+    if (n.targets.size() == 1 && p.is_op(".")) {
+      p.next();
+      n.attr = p.expect_name();
+    }
+    if (!p.is_op("=")) p.fail("block assignment ({% set x %}...{% endset %}) is not supported");
+    p.next();
+    n.expr = p.expression();
+    if (p.is_op(",")) {  // set a, b = 1, 2
+      auto l = std::make_unique<Expr>();
+      l->kind = Expr::Kind::List;
+      l->args.push_back(std::move(n.expr));
+      while (p.is_op(",")) {
+        p.next();
+        l->args.push_back(p.expression());
+      }
+      n.expr = std::move(l);
+    }
+    p.expect_end();
   }
 
   std::vector<Segment> segs_;

@@ -29,6 +29,20 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::create(TokenizerVocab vocab) {
 }
 
 Status Tokenizer::init() {
+  LL3_RETURN_IF_ERROR(check_ids());
+  auto pre = PreTokenizer::create();
+  if (!pre.ok()) return pre.status();
+  pre_ = std::move(*pre);
+  LL3_RETURN_IF_ERROR(index_texts());
+  LL3_RETURN_IF_ERROR(index_merges());
+  LL3_RETURN_IF_ERROR(decode_pieces());
+  index_specials();
+  return ok_status();
+}
+
+// The vocabulary's size, its token types' count and the special ids; marks the
+// end-of-generation ids.
+Status Tokenizer::check_ids() {
   const TokenizerVocab& v = vocab_;
   const size_t n = v.tokens.size();
   if (n == 0) return Status::error("tokenizer: empty vocabulary");
@@ -49,12 +63,14 @@ Status Tokenizer::init() {
     LL3_RETURN_IF_ERROR(check_id(id, "end-of-generation"));
     if (id >= 0) is_eog_[id] = true;
   }
+  return ok_status();
+}
 
-  auto pre = PreTokenizer::create();
-  if (!pre.ok()) return pre.status();
-  pre_ = std::move(*pre);
-
-  // Text -> id (the first id wins if a malformed vocabulary repeats a text).
+// Text -> id, and the id of each byte's token (byte-level BPE needs all 256).
+Status Tokenizer::index_texts() {
+  const TokenizerVocab& v = vocab_;
+  const size_t n = v.tokens.size();
+  // The first id wins if a malformed vocabulary repeats a text.
   text_to_id_.reserve(n * 2);
   for (size_t i = 0; i < n; ++i) text_to_id_.emplace(std::string_view(v.tokens[i]), int32_t(i));
 
@@ -65,8 +81,12 @@ Status Tokenizer::init() {
     }
     byte_id_[b] = it->second;
   }
+  return ok_status();
+}
 
-  // Merges: "left right" -> (rank, id of left+right).
+// Merges: "left right" -> (rank, id of left+right), in an open-addressed table.
+Status Tokenizer::index_merges() {
+  const TokenizerVocab& v = vocab_;
   size_t cap = 16;
   while (cap < v.merges.size() * 2) cap <<= 1;
   merges_.assign(cap, MergeSlot{});
@@ -93,8 +113,13 @@ Status Tokenizer::init() {
       }
     }
   }
+  return ok_status();
+}
 
-  // Decoded bytes of every token.
+// Decoded bytes of every token.
+Status Tokenizer::decode_pieces() {
+  const TokenizerVocab& v = vocab_;
+  const size_t n = v.tokens.size();
   piece_off_.resize(n + 1);
   pieces_.reserve(n * 7);
   for (size_t i = 0; i < n; ++i) {
@@ -119,8 +144,14 @@ Status Tokenizer::init() {
       return Status::error("tokenizer: vocabulary text too large");
   }
   piece_off_[n] = uint32_t(pieces_.size());
+  return ok_status();
+}
 
-  for (size_t i = 0; i < n; ++i) {
+// Special (control and user-defined) tokens by their first byte, longest first, so that
+// encoding can match the longest special text at a position.
+void Tokenizer::index_specials() {
+  const TokenizerVocab& v = vocab_;
+  for (size_t i = 0; i < v.tokens.size(); ++i) {
     int32_t type = v.token_types[i];
     if ((type != kTokenControl && type != kTokenUserDefined) || v.tokens[i].empty()) continue;
     uint8_t first = uint8_t(v.tokens[i][0]);
@@ -132,7 +163,6 @@ Status Tokenizer::init() {
       return a.text.size() > b.text.size();
     });
   }
-  return ok_status();
 }
 
 bool Tokenizer::is_eog(int32_t id) const { return id >= 0 && id < n_vocab() && is_eog_[id]; }

@@ -51,6 +51,12 @@ class Tokenizer {
  private:
   Tokenizer() = default;
   Status init();
+  // init's steps, in order: each builds one of the lookup tables below from vocab_.
+  Status check_ids();
+  Status index_texts();
+  Status index_merges();
+  Status decode_pieces();
+  void index_specials();
   void encode_fragment(std::string_view text, std::vector<int32_t>& out) const;
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
   void bpe(std::string_view word, std::vector<int32_t>& out) const;

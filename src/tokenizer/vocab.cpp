@@ -121,53 +121,48 @@ static std::string config_token(const json& j) {
   return "";
 }
 
-Result<TokenizerVocab> load_vocab_from_hf_json(std::string_view tokenizer_json,
-                                               std::string_view config_json) {
-  auto err = [](const std::string& m) { return Status::error("tokenizer.json: " + m); };
-  json tj = json::parse(tokenizer_json, nullptr, /*allow_exceptions=*/false);
-  if (tj.is_discarded()) return err("not valid JSON");
-  if (!tj.is_object() || !tj.contains("model") || !tj["model"].is_object())
-    return err("no \"model\" object");
-  const json& model = tj["model"];
-  if (!model.contains("type") || model["type"] != "BPE") return err("model.type is not \"BPE\"");
-  if (!model.contains("vocab") || !model["vocab"].is_object())
-    return err("model.vocab is not an object");
+static Status hf_error(const std::string& m) { return Status::error("tokenizer.json: " + m); }
 
-  TokenizerVocab v;
-  // Ids may come in any order and leave holes; size the table by the largest id.
+static Result<int64_t> hf_token_id(const json& id, const std::string& what) {
+  if (!id.is_number_integer()) return hf_error(what + ": id is not an integer");
+  int64_t x = id.get<int64_t>();
+  if (x < 0 || x >= (1 << 24))
+    return hf_error(strprintf("%s: id %lld out of range", what.c_str(), (long long)x));
+  return x;
+}
+
+// The largest id of model.vocab and added_tokens (ids may come in any order and leave holes),
+// checking every id and that holes do not make up most of the table.
+static Result<int64_t> hf_max_id(const json& model, const json& added) {
   int64_t max_id = -1;
-  auto check_id = [&](const json& id, const std::string& what) -> Result<int64_t> {
-    if (!id.is_number_integer()) return err(what + ": id is not an integer");
-    int64_t x = id.get<int64_t>();
-    if (x < 0 || x >= (1 << 24))
-      return err(strprintf("%s: id %lld out of range", what.c_str(), (long long)x));
-    return x;
-  };
   for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it) {
-    auto id = check_id(it.value(), "model.vocab['" + it.key() + "']");
+    auto id = hf_token_id(it.value(), "model.vocab['" + it.key() + "']");
     if (!id.ok()) return id.status();
     max_id = std::max(max_id, *id);
   }
-  const json empty_array = json::array();
-  const json& added = tj.contains("added_tokens") && tj["added_tokens"].is_array()
-                          ? tj["added_tokens"]
-                          : empty_array;
   for (const auto& a : added) {
     if (!a.is_object() || !a.contains("id") || !a.contains("content") ||
         !a["content"].is_string()) {
-      return err("added_tokens entry without id/content");
+      return hf_error("added_tokens entry without id/content");
     }
-    auto id = check_id(a["id"], "added_tokens");
+    auto id = hf_token_id(a["id"], "added_tokens");
     if (!id.ok()) return id.status();
     max_id = std::max(max_id, *id);
   }
-  if (max_id < 0) return err("empty vocabulary");
+  if (max_id < 0) return hf_error("empty vocabulary");
   // Holes are allowed (converters pad them), but not a table mostly made of them.
   size_t n_entries = model["vocab"].size() + added.size();
   if (size_t(max_id) > 2 * n_entries + 65536) {
-    return err(
+    return hf_error(
         strprintf("token ids up to %lld for %zu tokens: too sparse", (long long)max_id, n_entries));
   }
+  return max_id;
+}
+
+// Tokens and their types by id: the vocab's are normal, added ones control (special) or
+// user-defined.
+static void hf_fill_tokens(const json& model, const json& added, int64_t max_id,
+                           TokenizerVocab& v) {
   v.tokens.assign(size_t(max_id + 1), std::string());
   v.token_types.assign(size_t(max_id + 1), kTokenUndefined);
   for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it) {
@@ -188,68 +183,103 @@ Result<TokenizerVocab> load_vocab_from_hf_json(std::string_view tokenizer_json,
       v.token_types[i] = kTokenUserDefined;
     }
   }
-  if (model.contains("merges")) {
-    const json& m = model["merges"];
-    if (!m.is_array()) return err("model.merges is not an array");
-    v.merges.reserve(m.size());
-    for (const auto& e : m) {
-      if (e.is_string()) {
-        v.merges.push_back(e.get<std::string>());
-      } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
-        v.merges.push_back(e[0].get<std::string>() + " " +
-                           e[1].get<std::string>());  // newer format
-      } else {
-        return err(strprintf("model.merges[%zu] is neither \"a b\" nor [a, b]", v.merges.size()));
+}
+
+// model.merges as "a b" strings (older files) or [a, b] pairs (newer ones).
+static Status hf_merges(const json& model, TokenizerVocab& v) {
+  if (!model.contains("merges")) return ok_status();
+  const json& m = model["merges"];
+  if (!m.is_array()) return hf_error("model.merges is not an array");
+  v.merges.reserve(m.size());
+  for (const auto& e : m) {
+    if (e.is_string()) {
+      v.merges.push_back(e.get<std::string>());
+    } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
+      v.merges.push_back(e[0].get<std::string>() + " " + e[1].get<std::string>());
+    } else {
+      return hf_error(
+          strprintf("model.merges[%zu] is neither \"a b\" nor [a, b]", v.merges.size()));
+    }
+  }
+  return ok_status();
+}
+
+// What tokenizer_config.json overrides: the BOS and EOS tokens, add_bos_token, the chat template.
+static Status apply_tokenizer_config(std::string_view config_json, TokenizerVocab& v) {
+  auto id_of = [&](const std::string& text) { return text.empty() ? -1 : find_token(v, text); };
+  json cj = json::parse(config_json, nullptr, false);
+  if (cj.is_discarded() || !cj.is_object())
+    return Status::error("tokenizer_config.json: not a JSON object");
+  if (cj.contains("bos_token")) {
+    int32_t id = id_of(config_token(cj["bos_token"]));
+    if (id >= 0) v.bos_id = id;
+  }
+  if (cj.contains("eos_token")) {
+    int32_t id = id_of(config_token(cj["eos_token"]));
+    if (id >= 0) v.eos_id = id;
+  }
+  if (cj.contains("add_bos_token") && cj["add_bos_token"].is_boolean())
+    v.add_bos = cj["add_bos_token"].get<bool>();
+  if (cj.contains("chat_template")) {
+    const json& ct = cj["chat_template"];
+    if (ct.is_string()) {
+      v.chat_template = ct.get<std::string>();
+    } else if (ct.is_array()) {  // [{"name": "default", "template": "..."}, ...]
+      for (const auto& e : ct) {
+        if (e.is_object() && e.contains("template") && e["template"].is_string() &&
+            (v.chat_template.empty() || (e.contains("name") && e["name"] == "default"))) {
+          v.chat_template = e["template"].get<std::string>();
+        }
       }
     }
   }
-  if (tj.contains("pre_tokenizer") && tj["pre_tokenizer"].is_object()) {
-    // Only the Llama-3 split is implemented; say so instead of tokenizing differently.
-    std::string dump = tj["pre_tokenizer"].dump();
-    if (dump.find("\\\\p{N}{1,3}") == std::string::npos) {
-      return err("pre_tokenizer is not the Llama-3 split regex (only llama-bpe is supported)");
-    }
-  }
+  return ok_status();
+}
 
+// BOS and EOS by their Llama-3 texts; the post-processor says whether BOS is prepended
+// (TemplateProcessing with a BOS piece). (A ByteLevel-only post-processor, as the first Llama-3
+// release ships, says nothing; llama.cpp adds BOS for llama-bpe then, and so do we.)
+static void hf_special_ids(const json& tj, TokenizerVocab& v) {
   auto id_of = [&](const std::string& text) { return text.empty() ? -1 : find_token(v, text); };
   v.bos_id = id_of("<|begin_of_text|>");
   v.eos_id = id_of("<|end_of_text|>");
-  // The post-processor says whether BOS is prepended (TemplateProcessing with a BOS piece).
-  // (A ByteLevel-only post-processor, as the first Llama-3 release ships, says nothing; llama.cpp
-  // adds BOS for llama-bpe then, and so do we.)
   if (tj.contains("post_processor") && tj["post_processor"].is_object() &&
       tj["post_processor"].dump().find("TemplateProcessing") != std::string::npos) {
     std::string pp = tj["post_processor"].dump();
     v.add_bos = v.bos_id >= 0 && pp.find(v.tokens[v.bos_id]) != std::string::npos;
   }
-  if (!config_json.empty()) {
-    json cj = json::parse(config_json, nullptr, false);
-    if (cj.is_discarded() || !cj.is_object())
-      return Status::error("tokenizer_config.json: not a JSON object");
-    if (cj.contains("bos_token")) {
-      int32_t id = id_of(config_token(cj["bos_token"]));
-      if (id >= 0) v.bos_id = id;
-    }
-    if (cj.contains("eos_token")) {
-      int32_t id = id_of(config_token(cj["eos_token"]));
-      if (id >= 0) v.eos_id = id;
-    }
-    if (cj.contains("add_bos_token") && cj["add_bos_token"].is_boolean())
-      v.add_bos = cj["add_bos_token"].get<bool>();
-    if (cj.contains("chat_template")) {
-      const json& ct = cj["chat_template"];
-      if (ct.is_string()) {
-        v.chat_template = ct.get<std::string>();
-      } else if (ct.is_array()) {  // [{"name": "default", "template": "..."}, ...]
-        for (const auto& e : ct) {
-          if (e.is_object() && e.contains("template") && e["template"].is_string() &&
-              (v.chat_template.empty() || (e.contains("name") && e["name"] == "default"))) {
-            v.chat_template = e["template"].get<std::string>();
-          }
-        }
-      }
+}
+
+Result<TokenizerVocab> load_vocab_from_hf_json(std::string_view tokenizer_json,
+                                               std::string_view config_json) {
+  json tj = json::parse(tokenizer_json, nullptr, /*allow_exceptions=*/false);
+  if (tj.is_discarded()) return hf_error("not valid JSON");
+  if (!tj.is_object() || !tj.contains("model") || !tj["model"].is_object())
+    return hf_error("no \"model\" object");
+  const json& model = tj["model"];
+  if (!model.contains("type") || model["type"] != "BPE")
+    return hf_error("model.type is not \"BPE\"");
+  if (!model.contains("vocab") || !model["vocab"].is_object())
+    return hf_error("model.vocab is not an object");
+  const json empty_array = json::array();
+  const json& added = tj.contains("added_tokens") && tj["added_tokens"].is_array()
+                          ? tj["added_tokens"]
+                          : empty_array;
+
+  TokenizerVocab v;
+  auto max_id = hf_max_id(model, added);
+  if (!max_id.ok()) return max_id.status();
+  hf_fill_tokens(model, added, *max_id, v);
+  LL3_RETURN_IF_ERROR(hf_merges(model, v));
+  if (tj.contains("pre_tokenizer") && tj["pre_tokenizer"].is_object()) {
+    // Only the Llama-3 split is implemented; say so instead of tokenizing differently.
+    std::string dump = tj["pre_tokenizer"].dump();
+    if (dump.find("\\\\p{N}{1,3}") == std::string::npos) {
+      return hf_error("pre_tokenizer is not the Llama-3 split regex (only llama-bpe is supported)");
     }
   }
+  hf_special_ids(tj, v);
+  if (!config_json.empty()) LL3_RETURN_IF_ERROR(apply_tokenizer_config(config_json, v));
   finalize_eog_ids(v);
   return v;
 }
