@@ -44,7 +44,7 @@ struct LoadFlags {
   bool no_mmap = false;
   bool row_layout = false;
 };
-// --amx-bf16 (SessionOptions::amx_prompts).
+// --amx-bf16 (EvaluatorOptions::amx_prompts).
 void add_amx_flag(ArgParser& ap, bool* amx_bf16);
 void add_load_flags(ArgParser& ap, LoadFlags* f);
 

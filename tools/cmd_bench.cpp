@@ -20,7 +20,7 @@
 #include "commands.h"
 #include "core/thread_pool.h"
 #include "engine/sampler.h"
-#include "engine/session.h"
+#include "eval/sequence_evaluator.h"
 #include "kernels/stream_read.h"
 
 namespace ll3::cli {
@@ -223,11 +223,11 @@ void print_roofline(const BandwidthReads& bw, int threads, bool json) {
   }
 }
 
-// Runs pp and tg tests on one session. The prompt of each pp test and the cache contents at each
+// Runs pp and tg tests on one evaluator. The prompt of each pp test and the cache contents at each
 // depth are prefixes of one random text.
 class BenchRunner {
  public:
-  BenchRunner(Session& s, int64_t n_vocab, int32_t max_prompt, int32_t max_depth)
+  BenchRunner(SequenceEvaluator& s, int64_t n_vocab, int32_t max_prompt, int32_t max_depth)
       : s_(s), n_vocab_(n_vocab), prompt_text_(static_cast<size_t>(max_prompt)),
         depth_text_(static_cast<size_t>(max_depth)) {
     for (int32_t& t : prompt_text_) t = random_token();
@@ -271,7 +271,7 @@ class BenchRunner {
     if (depth > 0) eval(std::span<const int32_t>(depth_text_.data(), static_cast<size_t>(depth)));
   }
 
-  Session& s_;
+  SequenceEvaluator& s_;
   const int64_t n_vocab_;
   std::mt19937 rng_{1};
   std::vector<int32_t> prompt_text_, depth_text_;
@@ -425,15 +425,15 @@ int cmd_bench(int argc, char** argv) {
   const int32_t max_prompt = *std::max_element(f.prompts.begin(), f.prompts.end());
   const int32_t max_gen = *std::max_element(f.gens.begin(), f.gens.end());
   const int32_t max_depth = *std::max_element(f.depths.begin(), f.depths.end());
-  SessionOptions so;
+  EvaluatorOptions so;
   so.threads = f.threads;
   so.amx_prompts = f.amx_bf16;
   so.kv_type = f.kv_type;
   so.context = max_depth + std::max(max_prompt, max_gen) + 16;
   so.batch = std::max({1, max_prompt, std::min(max_depth, 512)});
-  Result<std::unique_ptr<Session>> session = Session::create(m, so);
-  if (!session.ok()) return fail("bench", session.message());
-  BenchRunner runner(**session, m.config.n_vocab, max_prompt, max_depth);
+  Result<std::unique_ptr<SequenceEvaluator>> evaluator = SequenceEvaluator::create(m, so);
+  if (!evaluator.ok()) return fail("bench", evaluator.message());
+  BenchRunner runner(**evaluator, m.config.n_vocab, max_prompt, max_depth);
 
   Roofline rl;
   rl.threads = f.threads;

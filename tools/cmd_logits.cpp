@@ -13,7 +13,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "engine/sampler.h"
-#include "engine/session.h"
+#include "eval/sequence_evaluator.h"
 #include "io/npy.h"
 
 namespace ll3::cli {
@@ -125,8 +125,8 @@ struct ActivationDump {
   }
 };
 
-SessionOptions logits_session_options(const LogitsFlags& f, size_t n_tokens, ActivationDump* dump) {
-  SessionOptions so;
+EvaluatorOptions logits_evaluator_options(const LogitsFlags& f, size_t n_tokens, ActivationDump* dump) {
+  EvaluatorOptions so;
   so.kv_type = f.kv;
   so.int8_activations = !f.float_act;
   so.amx_prompts = f.amx_bf16;
@@ -141,7 +141,7 @@ SessionOptions logits_session_options(const LogitsFlags& f, size_t n_tokens, Act
 }
 
 // n tokens decoded greedily, the first from the prompt's last logits `first_row`.
-Status decode_greedy(Session& s, const float* first_row, int n, std::vector<int32_t>* generated) {
+Status decode_greedy(SequenceEvaluator& s, const float* first_row, int n, std::vector<int32_t>* generated) {
   const int64_t V = s.n_vocab();
   for (int i = 0; i < n; ++i) {
     const float* row = i == 0 ? first_row : s.last_logits();
@@ -195,16 +195,16 @@ int cmd_logits(int argc, char** argv) {
   std::vector<int32_t> tokens;
   if (int rc = prompt_tokens(ap, f, *lm, &tokens); rc >= 0) return rc;
   ActivationDump dump(f.dump_dir);
-  Result<std::unique_ptr<Session>> session = Session::create(*lm->model, logits_session_options(f, tokens.size(), &dump));
-  if (!session.ok()) return fail("logits", session.message());
-  Session& s = **session;
+  Result<std::unique_ptr<SequenceEvaluator>> evaluator = SequenceEvaluator::create(*lm->model, logits_evaluator_options(f, tokens.size(), &dump));
+  if (!evaluator.ok()) return fail("logits", evaluator.message());
+  SequenceEvaluator& s = **evaluator;
   const int64_t V = s.n_vocab();
   if (Status st = s.eval(tokens, f.all); !st.ok()) {
     return fail("logits", st.message());
   }
   if (dump.failed) return fail("logits", "cannot write the activations to " + f.dump_dir);
   const int64_t n_rows = f.all ? static_cast<int64_t>(tokens.size()) : 1;
-  // Keep the prompt's logits: greedy decoding below overwrites the session's buffer.
+  // Keep the prompt's logits: greedy decoding below overwrites the evaluator's buffer.
   std::vector<float> prompt_logits(s.logits().end() - n_rows * V, s.logits().end());
   const float* last_row = prompt_logits.data() + (n_rows - 1) * V;
   std::vector<int32_t> generated;

@@ -7,8 +7,8 @@
 #include "cli_args.h"
 #include "cli_common.h"
 #include "commands.h"
-#include "engine/perplexity.h"
-#include "engine/session.h"
+#include "eval/perplexity.h"
+#include "eval/sequence_evaluator.h"
 
 namespace ll3::cli {
 
@@ -151,15 +151,15 @@ int cmd_perplexity(int argc, char** argv) {
   std::fprintf(stderr, "ll3 perplexity: %s: %zu tokens (%.2f s); chunks of %lld, scoring the last %lld of each\n",
                f.text_path.c_str(), tokens.size(), now_seconds() - t_tok, f.ctx, f.ctx - 1 - f.ctx / 2);
 
-  SessionOptions so;
+  EvaluatorOptions so;
   so.context = f.ctx;
   so.batch = f.batch;
   so.threads = f.threads;
   so.kv_type = f.kv;
   so.int8_activations = !f.float_act;
   so.amx_prompts = f.amx_bf16;
-  Result<std::unique_ptr<Session>> session = Session::create(model, so);
-  if (!session.ok()) return fail("perplexity", session.message());
+  Result<std::unique_ptr<SequenceEvaluator>> evaluator = SequenceEvaluator::create(model, so);
+  if (!evaluator.ok()) return fail("perplexity", evaluator.message());
 
   PerplexityOptions opt;
   opt.n_ctx = f.ctx;
@@ -167,7 +167,7 @@ int cmd_perplexity(int argc, char** argv) {
   opt.save_path = f.save_path;
   opt.kl_base = base.get();
   const bool tty = isatty(STDERR_FILENO) != 0;
-  Result<PerplexityResult> res = compute_perplexity(**session, tokens, tok.bos_id(), opt,
+  Result<PerplexityResult> res = compute_perplexity(**evaluator, tokens, tok.bos_id(), opt,
                                                     [tty](const PerplexityProgress& p) { print_progress(p, tty); });
   if (!res.ok()) return fail("perplexity", res.message());
   print_result(*res, f.ctx, f.save_path);

@@ -15,7 +15,7 @@
 
 #include "backend/backend.h"
 #include "engine/model_impl.h"
-#include "engine/session.h"
+#include "eval/sequence_evaluator.h"
 #include "test_support.h"
 
 namespace ll3 {
@@ -362,9 +362,9 @@ double log_softmax(const float* row, int64_t V, int32_t t) {
 
 // What a single sequence's full-prompt logits say: entry i scores prompt token i + 1.
 std::vector<double> reference_prompt_logprobs(const std::vector<int32_t>& prompt) {
-  SessionOptions so;
+  EvaluatorOptions so;
   so.threads = 2;
-  auto s = Session::create(*model_impl(*shared_model()).llama, so);
+  auto s = SequenceEvaluator::create(*model_impl(*shared_model()).llama, so);
   EXPECT_TRUE(s.ok()) << s.message();
   EXPECT_TRUE((*s)->eval(prompt, true).ok());
   const int64_t V = (*s)->n_vocab();

@@ -9,7 +9,7 @@
 #include <future>
 
 #include "engine/sampler.h"
-#include "engine/session.h"
+#include "eval/sequence_evaluator.h"
 #include "ll3/engine.h"
 #include "test_support.h"
 
@@ -55,12 +55,12 @@ class AllocationCounter {
 void check_model(const std::string& file, bool int8) {
   auto m = LlamaModel::load(test::shared_dir() + "/models/" + file);
   ASSERT_TRUE(m.ok()) << m.message();
-  SessionOptions o;
+  EvaluatorOptions o;
   o.context = 128;
   o.batch = 32;
   o.threads = 2;
   o.int8_activations = int8;
-  auto s = Session::create(**m, o);
+  auto s = SequenceEvaluator::create(**m, o);
   ASSERT_TRUE(s.ok()) << s.message();
   SamplingParams sp;
   sp.seed = 1;

@@ -1,7 +1,7 @@
 // Perplexity and KL divergence: the row math against direct double-precision computations on
 // random logits, the whole run against an independent per-chunk computation on the tiny model,
 // and the base file's checks.
-#include "engine/perplexity.h"
+#include "eval/perplexity.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <random>
 
-#include "engine/session.h"
+#include "eval/sequence_evaluator.h"
 #include "model/model_tokenizer.h"
 #include "test_support.h"
 
@@ -132,7 +132,7 @@ std::string random_text(int words, uint32_t seed) {
 struct Tiny {
   std::unique_ptr<LlamaModel> model;
   std::unique_ptr<Tokenizer> tok;
-  std::unique_ptr<Session> session;
+  std::unique_ptr<SequenceEvaluator> session;
 };
 
 Tiny load_tiny(int64_t ctx) {
@@ -143,12 +143,12 @@ Tiny load_tiny(int64_t ctx) {
   auto tk = load_model_tokenizer(*t.model);
   EXPECT_TRUE(tk.ok()) << tk.message();
   t.tok = std::move(tk.value());
-  SessionOptions o;
+  EvaluatorOptions o;
   o.context = ctx;
   o.batch = 32;
   o.threads = 2;
   o.kv_type = DType::F32;
-  auto s = Session::create(*t.model, o);
+  auto s = SequenceEvaluator::create(*t.model, o);
   EXPECT_TRUE(s.ok()) << s.message();
   t.session = std::move(s.value());
   return t;

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <random>
 
-#include "engine/session.h"
+#include "eval/sequence_evaluator.h"
 #include "io/gguf.h"
 #include "io/gguf_writer.h"
 #include "io/hf_config.h"
@@ -268,7 +268,7 @@ std::vector<float> all_logits(const std::string& path, const std::vector<int32_t
   auto model = LlamaModel::load(path);
   EXPECT_TRUE(model.ok()) << model.message();
   if (!model.ok()) return {};
-  SessionOptions opt;
+  EvaluatorOptions opt;
   opt.kv_type = DType::F32;
   opt.threads = 2;
   // Float activations: the two layouts of Q and K (GGUF's adjacent RoPE pairs, Hugging Face's
@@ -276,7 +276,7 @@ std::vector<float> all_logits(const std::string& path, const std::vector<int32_t
   // weights turns that last-bit difference into a whole BF16 step now and then (measured: 1.2e-4
   // relative L2 with rounded activations, 3.9e-7 without). The loaders are what is tested here.
   opt.int8_activations = false;
-  auto s = Session::create(**model, opt);
+  auto s = SequenceEvaluator::create(**model, opt);
   EXPECT_TRUE(s.ok()) << s.message();
   if (!s.ok()) return {};
   Status st = (*s)->eval(tokens, true);

@@ -10,7 +10,7 @@
 #include <random>
 
 #include "engine/sampler.h"
-#include "engine/session.h"
+#include "eval/sequence_evaluator.h"
 #include "kernels/gemm_bf16.h"
 #include "reference_llama.h"
 #include "test_support.h"
@@ -18,13 +18,13 @@
 namespace ll3 {
 namespace {
 
-std::unique_ptr<Session> session(const LlamaModel& m, int64_t len, bool amx) {
-  SessionOptions o;
+std::unique_ptr<SequenceEvaluator> session(const LlamaModel& m, int64_t len, bool amx) {
+  EvaluatorOptions o;
   o.kv_type = DType::F32;
   o.context = len;
   o.batch = len;  // the whole prompt in one product
   o.amx_prompts = amx;
-  auto s = Session::create(m, o);
+  auto s = SequenceEvaluator::create(m, o);
   EXPECT_TRUE(s.ok()) << s.message();
   return s.ok() ? std::move(s.value()) : nullptr;
 }

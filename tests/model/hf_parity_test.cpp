@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "engine/session.h"
+#include "eval/sequence_evaluator.h"
 #include "io/gguf.h"
 #include "io/gguf_writer.h"
 #include "io/hf_export.h"
@@ -19,11 +19,11 @@ namespace ll3 {
 namespace {
 
 std::vector<float> all_logits(const LlamaModel& m, const std::vector<int32_t>& tokens) {
-  SessionOptions o;
+  EvaluatorOptions o;
   o.kv_type = DType::F32;
   o.context = static_cast<int64_t>(tokens.size());
   o.batch = 64;
-  auto s = Session::create(m, o);
+  auto s = SequenceEvaluator::create(m, o);
   EXPECT_TRUE(s.ok()) << s.message();
   EXPECT_TRUE((*s)->eval(tokens, true).ok());
   return (*s)->logits();

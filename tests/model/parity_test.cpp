@@ -10,7 +10,7 @@
 #include <random>
 
 #include "engine/sampler.h"
-#include "engine/session.h"
+#include "eval/sequence_evaluator.h"
 #include "reference_llama.h"
 #include "test_support.h"
 
@@ -30,14 +30,14 @@ nlohmann::json golden(const std::string& model, const std::string& prompt) {
   return nlohmann::json::parse(f);
 }
 
-std::unique_ptr<Session> make_session(const LlamaModel& m, DType kv, int64_t ctx, int64_t batch = 256,
+std::unique_ptr<SequenceEvaluator> make_session(const LlamaModel& m, DType kv, int64_t ctx, int64_t batch = 256,
                                       bool int8_activations = true) {
-  SessionOptions o;
+  EvaluatorOptions o;
   o.int8_activations = int8_activations;
   o.kv_type = kv;
   o.context = ctx;
   o.batch = batch;
-  auto s = Session::create(m, o);
+  auto s = SequenceEvaluator::create(m, o);
   EXPECT_TRUE(s.ok()) << s.message();
   return std::move(s.value());
 }
@@ -226,10 +226,10 @@ TEST(Q8_0Kv, HeadDimNotAMultipleOf32IsAnError) {
   LL3_REQUIRE_SHARED();
   auto m = load("tiny-llama3-f32.gguf");  // head_dim 16
   ASSERT_TRUE(m);
-  SessionOptions o;
+  EvaluatorOptions o;
   o.kv_type = DType::Q8_0;
   o.context = 16;
-  auto s = Session::create(*m, o);
+  auto s = SequenceEvaluator::create(*m, o);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.message(), "KV cache type q8_0 needs a head dimension that is a multiple of 32 (blocks of 32 per "
                          "head); this model's is 16");

@@ -13,7 +13,7 @@
 #include <cstring>
 #include <random>
 
-#include "engine/session.h"
+#include "eval/sequence_evaluator.h"
 #include "test_support.h"
 
 namespace ll3 {
@@ -28,13 +28,13 @@ std::unique_ptr<LlamaModel> load(const std::string& path, bool panels) {
   return m.ok() ? std::move(*m) : nullptr;
 }
 
-std::unique_ptr<Session> session(const LlamaModel& m, int threads, int64_t context, int64_t batch) {
-  SessionOptions o;
+std::unique_ptr<SequenceEvaluator> session(const LlamaModel& m, int threads, int64_t context, int64_t batch) {
+  EvaluatorOptions o;
   o.threads = threads;
   o.context = context;
   o.batch = batch;
   o.kv_type = DType::F32;
-  auto s = Session::create(m, o);
+  auto s = SequenceEvaluator::create(m, o);
   EXPECT_TRUE(s.ok()) << s.message();
   return s.ok() ? std::move(*s) : nullptr;
 }

@@ -6,7 +6,7 @@
 
 #include <random>
 
-#include "engine/session.h"
+#include "eval/sequence_evaluator.h"
 #include "reference_llama.h"
 #include "test_support.h"
 
@@ -32,12 +32,12 @@ void check_against_reference(const std::string& path, int64_t len, uint32_t seed
   auto ref = test::reference_logits(**m, tokens, positions);
   const int64_t V = (*m)->config.n_vocab;
   for (bool int8 : {false, true}) {
-    SessionOptions o;
+    EvaluatorOptions o;
     o.kv_type = DType::F32;
     o.context = len;
     o.batch = 48;
     o.int8_activations = int8;
-    auto s = Session::create(**m, o);
+    auto s = SequenceEvaluator::create(**m, o);
     ASSERT_TRUE(s.ok()) << s.message();
     ASSERT_TRUE((*s)->eval(tokens, true).ok());
     for (size_t i = 0; i < positions.size(); ++i) {

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "engine/session.h"
+#include "eval/sequence_evaluator.h"
 #include "reference_llama.h"
 #include "test_support.h"
 
@@ -18,9 +18,9 @@ std::vector<float> logits_of(const std::string& path, WeightMemory mode, bool* c
   EXPECT_TRUE(m.ok()) << m.message();
   if (!m.ok()) return {};
   *copied = (*m)->weights_copied();
-  SessionOptions so;
+  EvaluatorOptions so;
   so.context = 64;
-  auto s = Session::create(**m, so);
+  auto s = SequenceEvaluator::create(**m, so);
   EXPECT_TRUE(s.ok()) << s.message();
   std::vector<int32_t> tokens = {128000, 791, 6864, 315, 9822, 374, 12366, 13, 578, 6864, 315, 9822, 374, 1101,
                                  279, 1888, 3363, 304, 279, 1917};
@@ -56,9 +56,9 @@ Decoded decode(const std::string& path, bool panels, int steps) {
   EXPECT_TRUE(m.ok()) << m.message();
   if (!m.ok()) return d;
   d.panel_matrices = (*m)->panel_matrices();
-  SessionOptions so;
+  EvaluatorOptions so;
   so.context = 64;
-  auto s = Session::create(**m, so);
+  auto s = SequenceEvaluator::create(**m, so);
   EXPECT_TRUE(s.ok()) << s.message();
   const std::vector<int32_t> prompt = {128000, 791, 6864, 315, 9822, 374, 12366, 13, 578, 6864, 315, 9822, 374, 1101,
                                        279, 1888, 3363, 304, 279, 1917};

@@ -1,14 +1,14 @@
-#include "engine/session.h"
+#include "eval/sequence_evaluator.h"
 
 #include <algorithm>
 #include <cstring>
 
 namespace ll3 {
 
-Session::~Session() = default;
+SequenceEvaluator::~SequenceEvaluator() = default;
 
-Result<std::unique_ptr<Session>> Session::create(const LlamaModel& model, const SessionOptions& opt) {
-  std::unique_ptr<Session> s(new Session(model));
+Result<std::unique_ptr<SequenceEvaluator>> SequenceEvaluator::create(const LlamaModel& model, const EvaluatorOptions& opt) {
+  std::unique_ptr<SequenceEvaluator> s(new SequenceEvaluator(model));
   const LlamaConfig& c = model.config;
   s->context_ = opt.context > 0 ? opt.context : std::min<int64_t>(c.context_length, 4096);
   if (s->context_ > c.context_length) {
@@ -38,7 +38,7 @@ Result<std::unique_ptr<Session>> Session::create(const LlamaModel& model, const 
   return s;
 }
 
-Status Session::eval(std::span<const int32_t> tokens, bool all_logits) {
+Status SequenceEvaluator::eval(std::span<const int32_t> tokens, bool all_logits) {
   if (tokens.empty()) return Status::error("eval: no tokens");
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n_past() + n > context_) {
@@ -84,7 +84,7 @@ Status Session::eval(std::span<const int32_t> tokens, bool all_logits) {
   return Status();
 }
 
-void Session::truncate(int64_t n) {
+void SequenceEvaluator::truncate(int64_t n) {
   if (n >= n_past()) return;
   history_.resize(static_cast<size_t>(std::max<int64_t>(0, n)));
   const int64_t bs = kv_->config().block_size;

@@ -30,7 +30,7 @@
 
 namespace ll3 {
 
-class Session;
+class SequenceEvaluator;
 
 // uint16 entries per stored position (header floats included), as llama.cpp lays them out.
 inline int64_t log_prob_record_size(int64_t n_vocab) { return 2 * ((n_vocab + 1) / 2) + 4; }
@@ -163,9 +163,9 @@ struct PerplexityResult {
   KlSummary kl;
 };
 
-// tokens: the whole text tokenized with BOS first. The session must hold n_ctx positions.
+// tokens: the whole text tokenized with BOS first. The evaluator must hold n_ctx positions.
 // Fails on a text shorter than one chunk, or one that does not match the base file.
-Result<PerplexityResult> compute_perplexity(Session& session, std::span<const int32_t> tokens, int32_t bos_id,
+Result<PerplexityResult> compute_perplexity(SequenceEvaluator& evaluator, std::span<const int32_t> tokens, int32_t bos_id,
                                             const PerplexityOptions& opt,
                                             const std::function<void(const PerplexityProgress&)>& progress = {});
 

@@ -1,4 +1,4 @@
-#include "engine/perplexity.h"
+#include "eval/perplexity.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "engine/session.h"
+#include "eval/sequence_evaluator.h"
 
 namespace ll3 {
 
@@ -317,13 +317,13 @@ Status LogProbReader::read_chunk(int64_t c, std::vector<uint16_t>& out) {
 
 // --- run ---
 
-Result<PerplexityResult> compute_perplexity(Session& s, std::span<const int32_t> tokens, int32_t bos_id,
+Result<PerplexityResult> compute_perplexity(SequenceEvaluator& s, std::span<const int32_t> tokens, int32_t bos_id,
                                             const PerplexityOptions& opt,
                                             const std::function<void(const PerplexityProgress&)>& progress) {
   const int64_t n_ctx = opt.n_ctx, V = s.n_vocab();
   if (n_ctx < 4) return Status::errorf("perplexity: context %lld is too small", static_cast<long long>(n_ctx));
   if (n_ctx > s.context()) {
-    return Status::errorf("perplexity: chunks of %lld tokens do not fit the session's context of %lld",
+    return Status::errorf("perplexity: chunks of %lld tokens do not fit the evaluator's context of %lld",
                           static_cast<long long>(n_ctx), static_cast<long long>(s.context()));
   }
   const int64_t n_avail = static_cast<int64_t>(tokens.size()) / n_ctx;
@@ -390,14 +390,14 @@ Result<PerplexityResult> compute_perplexity(Session& s, std::span<const int32_t>
     std::copy_n(tokens.begin() + c * n_ctx, n_ctx, chunk.begin());
     chunk[0] = bos_id;
     s.truncate(0);
-    // The first half only provides context: no logits needed except the session's last row.
+    // The first half only provides context: no logits needed except the evaluator's last row.
     LL3_RETURN_IF_ERROR(s.eval(std::span<const int32_t>(chunk.data(), static_cast<size_t>(first))));
     LL3_RETURN_IF_ERROR(
         s.eval(std::span<const int32_t>(chunk.data() + first, static_cast<size_t>(n_ctx - first)), true));
     const float* logits = s.logits().data();  // (n_ctx - first, V): rows for positions first..n_ctx-1
     if (base != nullptr) LL3_RETURN_IF_ERROR(base->read_chunk(c, records));
 
-    // Rows are independent: split them over the session's threads; sums are taken in order
+    // Rows are independent: split them over the evaluator's threads; sums are taken in order
     // afterwards so the result does not depend on the thread count.
     s.pool().parallel_for(n_scored, [&](int64_t b, int64_t e, int) {
       for (int64_t i = b; i < e; ++i) {

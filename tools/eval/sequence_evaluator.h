@@ -18,7 +18,7 @@
 
 namespace ll3 {
 
-struct SessionOptions {
+struct EvaluatorOptions {
   int64_t context = 0;           // positions to hold (0: min(model context, 4096))
   int64_t batch = 256;           // prompt tokens per forward step
   int threads = 0;               // 0: all cores
@@ -33,10 +33,10 @@ struct SessionOptions {
   ActivationTap tap;  // see backend/cpu/cpu_runner.h; debugging only
 };
 
-class Session {
+class SequenceEvaluator {
  public:
-  static Result<std::unique_ptr<Session>> create(const LlamaModel& model, const SessionOptions& opt);
-  ~Session();
+  static Result<std::unique_ptr<SequenceEvaluator>> create(const LlamaModel& model, const EvaluatorOptions& opt);
+  ~SequenceEvaluator();
 
   const LlamaModel& model() const { return model_; }
   int64_t n_past() const { return static_cast<int64_t>(history_.size()); }
@@ -58,7 +58,7 @@ class Session {
   ThreadPool& pool() { return *pool_; }
 
  private:
-  Session(const LlamaModel& m) : model_(m) {}
+  SequenceEvaluator(const LlamaModel& m) : model_(m) {}
   const LlamaModel& model_;
   int64_t context_ = 0;
   int64_t batch_ = 0;
