@@ -45,7 +45,7 @@ fi
 
 say() { echo "image.sh: $*" >&2; }
 die() { say "$*"; exit 1; }
-command -v podman >/dev/null || die "podman is not installed (scripts/setup.sh installs it: apt-get install podman runc catatonit mmdebstrap)"
+command -v podman >/dev/null || die "podman is not installed (scripts/setup.sh --tests installs it: apt-get install podman runc catatonit mmdebstrap)"
 
 # --- the Debian base images, under the names the Containerfiles use
 debian_image() { echo "docker.io/library/debian:$1"; }

@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-# Only the ll3 binary, and the CUDA backend only where a GPU driver is present to run it (nvcc
+# Only the ll3 binary (no test, benchmark or fuzz target, nor their packages), and the CUDA backend only where a GPU driver is present to run it (nvcc
 # compiling every kernel for two architectures is most of a full build on a small machine; the
 # test command, scripts/build.sh, still compiles it wherever nvcc is found). LL3_CUDA=ON|OFF
 # overrides the guess.
@@ -18,7 +18,8 @@ if [ -z "$cuda" ]; then
   cuda=OFF
   if [ -e /dev/nvidiactl ] || ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1'; then cuda=AUTO; fi
 fi
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DLL3_CUDA="$cuda" >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DLL3_CUDA="$cuda" \
+  -DLL3_TESTS=OFF -DLL3_BENCH=OFF -DLL3_FUZZ=OFF >/dev/null
 cmake --build build -j"$(nproc 2>/dev/null || echo 2)" --target ll3 >/dev/null
 model=()
 if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then

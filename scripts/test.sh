@@ -4,7 +4,7 @@
 # parity, CLI, fuzz and sanitizer tests) and prints CTest's summary line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --tests
 scripts/build.sh
 scripts/build-gcc.sh
 cd build
