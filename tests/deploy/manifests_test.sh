@@ -2,8 +2,9 @@
 # deploy/kubernetes: the base, every overlay, the KServe and Gateway API / Istio objects and all
 # components together render with `kubectl kustomize`, and every rendered object validates
 # strictly against its schema (tests/deploy/js/validate_manifests.mjs: unknown fields fail,
-# references between the objects must resolve). Then the checker is shown to reject what it must: a typo'd field at
-# several depths and kinds, a wrong type, a selector that selects nothing.
+# references between the objects must resolve). Then the checker is shown to reject what it
+# must: a typo'd field at several depths and kinds, a wrong type, a port or target that is not
+# there.
 source "$(dirname "$0")/lib.sh"
 need_kubectl
 need_js
