@@ -5,6 +5,7 @@
 # references between the objects must resolve). Then the checker is shown to reject what it
 # must: a typo'd field at several depths and kinds, a wrong type, a port or target that is not
 # there.
+# shellcheck source=tests/deploy/lib.sh
 source "$(dirname "$0")/lib.sh"
 need_kubectl
 need_js
