@@ -2,6 +2,7 @@
 # The monitoring component's PrometheusRule: its spec, extracted from the rendered overlay, passes
 # `promtool check rules` and the unit tests in tests/deploy/alerts_test.yaml
 # (`promtool test rules`); every alert of the rule file has a test.
+# shellcheck source=tests/deploy/lib.sh
 source "$(dirname "$0")/lib.sh"
 need promtool "Debian: apt-get install prometheus"
 need_kubectl

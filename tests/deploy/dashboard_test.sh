@@ -4,6 +4,7 @@
 # completions (streamed and not, one prompt twice for prefix-cache hits, one 4xx); then every
 # panel query must return a finite value and every variable query some values
 # (js/dashboard_queries.mjs). About 15 s; bounded by `timeout`.
+# shellcheck source=tests/deploy/lib.sh
 source "$(dirname "$0")/lib.sh"
 need prometheus "Debian: apt-get install prometheus"
 need curl "apt-get install curl"

@@ -5,6 +5,7 @@
 # the sessions spread over both, requests without the header go to both, and when a replica
 # stops the health check takes it out and its sessions are answered by the other. All on
 # 127.0.0.1; about 10 s.
+# shellcheck source=tests/deploy/lib.sh
 source "$(dirname "$0")/lib.sh"
 need haproxy "Debian: apt-get install haproxy"
 need curl "apt-get install curl"
@@ -52,7 +53,7 @@ done
 [[ "$seen" == *a* && "$seen" == *b* ]] || die "16 sessions all went to one replica ($seen)"
 log "16 sessions, 3 requests each, each on one replica: ${first[*]}"
 nohdr=""
-for i in $(seq 1 12); do nohdr+="$(who)"; done
+for _ in $(seq 1 12); do nohdr+="$(who)"; done
 [[ "$nohdr" == *a* && "$nohdr" == *b* ]] || die "requests without X-Session-Id all went to one replica ($nohdr)"
 log "without the header: $nohdr"
 

@@ -10,6 +10,7 @@
 #    completion, as a non-root user on a read-only root, and exits 0 when the pod stops.
 # Prints the time of each step. Everything it starts is removed on exit, failed or not; the
 # image (localhost/ll3:ctest) stays as the next run's cache.
+# shellcheck source=tests/deploy/lib.sh
 source "$(dirname "$0")/lib.sh"
 need podman "Debian: apt-get install podman runc catatonit mmdebstrap (scripts/setup.sh)"
 need mmdebstrap "Debian: apt-get install mmdebstrap"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by the tests/deploy/*_test.sh drivers (sourced). CTest runs them (tests/CMakeLists.txt)
 # with LL3_BIN (the ll3 binary) and LL3_SHARED (the shared test data) in the environment.
 # A missing tool fails the test under CI (CI=true) and skips it elsewhere (exit 77, CTest's

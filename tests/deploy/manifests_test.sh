@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
-# deploy/kubernetes: the base, every overlay, the KServe objects and all components together
-# render with `kubectl kustomize`, and every rendered object validates strictly against its
-# schema (tests/deploy/js/validate_manifests.mjs: unknown fields fail, references between the
-# objects must resolve). Then the checker is shown to reject what it must: a typo'd field at
-# several depths and kinds, a wrong type, a selector that selects nothing.
+# deploy/kubernetes: the base, every overlay, the KServe and Gateway API / Istio objects and all
+# components together render with `kubectl kustomize`, and every rendered object validates
+# strictly against its schema (tests/deploy/js/validate_manifests.mjs: unknown fields fail,
+# references between the objects must resolve). Then the checker is shown to reject what it
+# must: a typo'd field at several depths and kinds, a wrong type, a port or target that is not
+# there.
+# shellcheck source=tests/deploy/lib.sh
 source "$(dirname "$0")/lib.sh"
 need_kubectl
 need_js
 
 validate() { node "$JS/validate_manifests.mjs" "$@"; }
 
-# Every overlay, and base and kserve.
-overlays=(base kserve)
+# Every overlay, and base, kserve and gateway.
+overlays=(base kserve gateway)
 for d in "$REPO"/deploy/kubernetes/overlays/*/; do overlays+=("overlays/$(basename "$d")"); done
-((${#overlays[@]} >= 7)) || die "expected base, kserve and five overlays, found: ${overlays[*]}"
+((${#overlays[@]} >= 8)) || die "expected base, kserve, gateway and five overlays, found: ${overlays[*]}"
 for o in "${overlays[@]}"; do
   out="$TMP/$(echo "$o" | tr / -).yaml"
   render "$o" "$out"
@@ -82,6 +84,8 @@ negatives=(
   "overlays-monitoring|s/^    - alert: LL3QueueBacklog/    - alrt: LL3QueueBacklog/|rules[0].alrt: unknown field"
   "kserve|s/storageUri:/storageURI:/|predictor.model.storageURI: unknown field"
   "kserve|s/autoSelect: true/autoselect: true/|supportedModelFormats[0].autoselect: unknown field"
+  "gateway|s/httpHeaderName:/httpHeader:/|consistentHash.httpHeader: unknown field"
+  "gateway|s/    timeouts:/    timeout:/|rules[0].timeout: unknown field"
   "base|s/targetPort: http/targetPort: htp/|targetPort htp is no container port name"
   "overlays-keda|s/^    name: ll3$/    name: ll4/|scaleTargetRef Deployment ll4 is not among the objects"
 )

@@ -4,7 +4,8 @@
 //   node validate_manifests.mjs FILE...      exit 0: all valid; 1: errors, one per line
 //
 // - Built-in kinds against kubernetes-models, ScaledObject against @kubernetes-models/keda,
-//   ServiceMonitor / PrometheusRule against @kubernetes-models/prometheus-operator. Their
+//   ServiceMonitor / PrometheusRule against @kubernetes-models/prometheus-operator, HTTPRoute
+//   against @kubernetes-models/gateway-api, DestinationRule against @kubernetes-models/istio. Their
 //   validators accept fields the schema does not know (as the API server's lenient decoding
 //   does), so every object is validated through a Proxy that records which properties the
 //   validator looked at: the validator reads every property its schema declares (and every key
@@ -100,6 +101,8 @@ function modulesFor(apiVersion, kind) {
   const [group, version] = apiVersion.includes("/") ? apiVersion.split("/") : ["", apiVersion];
   if (group === "keda.sh") return `@kubernetes-models/keda/keda.sh/${version}/${kind}`;
   if (group === "monitoring.coreos.com") return `@kubernetes-models/prometheus-operator/monitoring.coreos.com/${version}/${kind}`;
+  if (group === "networking.istio.io") return `@kubernetes-models/istio/networking.istio.io/${version}/${kind}`;
+  if (group === "gateway.networking.k8s.io") return `@kubernetes-models/gateway-api/gateway.networking.k8s.io/${version}/${kind}`;
   if (group === "") return `kubernetes-models/${version}/${kind}`;
   return `kubernetes-models/${group}/${version}/${kind}`;
 }
