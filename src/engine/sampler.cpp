@@ -22,6 +22,80 @@ struct ByLogitDesc {
   }
 };
 
+// The helpers below take the candidate type as a template parameter (Sampler::Candidate is
+// private) and sit here, in this file, so the compiler inlines them into truncate(): each is
+// called once per sample, and their loops are the same passes truncate() would make itself.
+
+template <class C>
+float max_logit_of(const C* c, size_t n) {
+  float max_logit = kNegInf;
+  for (size_t i = 0; i < n; ++i) max_logit = std::max(max_logit, c[i].logit);
+  return max_logit;
+}
+
+// Moves the min-p set (every logit >= max_logit + log(min_p)) to the front of c[0, n) and
+// returns its size: found by binary search when c is fully sorted, else by one partition pass.
+// An empty set (min_p > 1) keeps the single best token instead (llama.cpp's min_keep = 1),
+// which then also counts as sorted.
+template <class C>
+size_t min_p_prefix(C* c, size_t n, float max_logit, float min_p, size_t* sorted) {
+  const float threshold = max_logit + std::log(min_p);
+  auto kept = [&](const C& x) { return x.logit >= threshold; };
+  size_t m = *sorted >= n ? size_t(std::partition_point(c, c + n, kept) - c)
+                          : size_t(std::partition(c, c + n, kept) - c);
+  if (m == 0) {
+    std::nth_element(c, c, c + n, ByLogitDesc{});
+    m = 1;
+    *sorted = std::max<size_t>(*sorted, 1);
+  }
+  return m;
+}
+
+// Unnormalized probability mass of c[a, b).
+template <class C>
+double mass(const C* c, size_t a, size_t b, float max_logit) {
+  double s = 0.0;
+  for (size_t i = a; i < b; ++i) s += std::exp(c[i].logit - max_logit);
+  return s;
+}
+
+// Narrows [lo, hi) (with acc, the mass of [0, lo)) around the end of the shortest best-first
+// prefix holding `target` mass, by a selection that halves the range each step (expected O(m),
+// never a full sort): after each step, [0, lo) is better than [lo, hi), which is better than
+// [hi, m), and the end lies in [lo, hi]. Then sorts what is left of the range.
+template <class C>
+void narrow_to_top_p_end(C* c, double target, float max_logit, size_t* lo, size_t* hi, double* acc) {
+  while (*hi - *lo > 256) {
+    size_t mid = *lo + (*hi - *lo) / 2;
+    std::nth_element(c + *lo, c + mid, c + *hi, ByLogitDesc{});
+    double s = mass(c, *lo, mid, max_logit);
+    if (*acc + s >= target) {
+      *hi = mid;
+    } else {
+      *acc += s;
+      *lo = mid;
+    }
+  }
+  std::sort(c + *lo, c + *hi, ByLogitDesc{});
+}
+
+// top-p within the first m candidates (c[0, sorted) already in order): the length of the
+// shortest best-first prefix of c[0, m) holding top_p of the mass of all n candidates.
+template <class C>
+size_t top_p_prefix(C* c, size_t n, size_t m, size_t sorted, float max_logit, float top_p) {
+  const double target = double(top_p) * mass(c, 0, n, max_logit);
+  size_t lo = 0, hi = m;
+  double acc = 0.0;  // mass of [0, lo)
+  if (sorted < m) narrow_to_top_p_end(c, target, max_logit, &lo, &hi, &acc);
+  // Walk the sorted range [lo, hi) to the target; if rounding keeps the walk below it, the
+  // whole range is the prefix.
+  for (size_t i = lo; i < hi; ++i) {
+    acc += std::exp(c[i].logit - max_logit);
+    if (acc >= target) return i + 1;
+  }
+  return hi;
+}
+
 }  // namespace
 
 int32_t argmax(const float* logits, int32_t n) {
@@ -162,73 +236,14 @@ size_t Sampler::truncate() {
   const bool use_min_p = p.min_p > 0.0f;
   if (!use_top_p && !use_min_p) return n;
 
-  float max_logit = kNegInf;
-  if (sorted > 0) {
-    max_logit = c[0].logit;
-  } else {
-    for (size_t i = 0; i < n; ++i) max_logit = std::max(max_logit, c[i].logit);
-  }
+  const float max_logit = sorted > 0 ? c[0].logit : max_logit_of(c, n);
   if (max_logit == kNegInf) return n;  // everything masked; draw() handles it
 
   // min-p keeps a prefix of the sorted order (all logits >= max + log(min_p)), and top-p keeps
   // a prefix too, so the result is the shorter prefix. Finding the min-p set first lets top-p
   // search only among its members, while top-p's normalization still spans all n candidates.
-  size_t m = n;
-  if (use_min_p) {
-    const float threshold = max_logit + std::log(p.min_p);
-    if (sorted >= n) {
-      m = size_t(std::partition_point(c, c + n, [&](const Candidate& x) {
-                   return x.logit >= threshold;
-                 }) - c);
-    } else {
-      m = size_t(std::partition(c, c + n, [&](const Candidate& x) {
-                   return x.logit >= threshold;
-                 }) - c);
-    }
-    if (m == 0) {  // min_p > 1: keep the single best token (llama.cpp's min_keep = 1)
-      std::nth_element(c, c, c + n, ByLogitDesc{});
-      m = 1;
-      sorted = std::max<size_t>(sorted, 1);
-    }
-  }
-
-  if (use_top_p) {
-    auto mass = [&](size_t a, size_t b) {
-      double s = 0.0;
-      for (size_t i = a; i < b; ++i) s += std::exp(c[i].logit - max_logit);
-      return s;
-    };
-    const double target = double(p.top_p) * mass(0, n);
-    // The kept set is the shortest best-first prefix of [0, m) holding `target` mass. Unless
-    // the candidates are already sorted (top-k), find its end by a selection that halves the
-    // range each step (expected O(m), never a full sort): after each step, [0, lo) is better
-    // than [lo, hi), which is better than [hi, m), and the end lies in [lo, hi].
-    size_t lo = 0, hi = m;
-    double acc = 0.0;  // mass of [0, lo)
-    if (sorted < m) {
-      while (hi - lo > 256) {
-        size_t mid = lo + (hi - lo) / 2;
-        std::nth_element(c + lo, c + mid, c + hi, ByLogitDesc{});
-        double s = mass(lo, mid);
-        if (acc + s >= target) {
-          hi = mid;
-        } else {
-          acc += s;
-          lo = mid;
-        }
-      }
-      std::sort(c + lo, c + hi, ByLogitDesc{});
-    }
-    m = hi;  // if rounding keeps the walk below the target, the whole range is the prefix
-    for (size_t i = lo; i < hi; ++i) {
-      acc += std::exp(c[i].logit - max_logit);
-      if (acc >= target) {
-        m = i + 1;
-        break;
-      }
-    }
-  }
-  return m;
+  const size_t m = use_min_p ? min_p_prefix(c, n, max_logit, p.min_p, &sorted) : n;
+  return use_top_p ? top_p_prefix(c, n, m, sorted, max_logit, p.top_p) : m;
 }
 
 int32_t Sampler::draw(size_t n) {
