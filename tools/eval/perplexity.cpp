@@ -317,10 +317,46 @@ Status LogProbReader::read_chunk(int64_t c, std::vector<uint16_t>& out) {
 
 // --- run ---
 
-Result<PerplexityResult> compute_perplexity(SequenceEvaluator& s, std::span<const int32_t> tokens, int32_t bos_id,
-                                            const PerplexityOptions& opt,
-                                            const std::function<void(const PerplexityProgress&)>& progress) {
-  const int64_t n_ctx = opt.n_ctx, V = s.n_vocab();
+namespace {
+
+// A KL base must come from the same context size, vocabulary and text, and hold the chunks asked
+// for; the run then scores the chunks the base holds (n_chunk is cut to them).
+Status check_kl_base(const LogProbReader& base, std::span<const int32_t> tokens, int64_t n_ctx, int64_t n_vocab,
+                     int64_t max_chunks, int64_t* n_chunk) {
+  if (base.n_ctx() != n_ctx) {
+    return Status::errorf("KL base was made with a context of %lld, this run uses %lld",
+                          static_cast<long long>(base.n_ctx()), static_cast<long long>(n_ctx));
+  }
+  if (base.n_vocab() != n_vocab) {
+    return Status::errorf("KL base has a vocabulary of %lld, this model %lld", static_cast<long long>(base.n_vocab()),
+                          static_cast<long long>(n_vocab));
+  }
+  if (max_chunks > base.n_chunk()) {
+    return Status::errorf("KL base holds %lld chunks, %lld were asked for", static_cast<long long>(base.n_chunk()),
+                          static_cast<long long>(max_chunks));
+  }
+  *n_chunk = std::min(*n_chunk, base.n_chunk());
+  const auto& bt = base.tokens();
+  for (int64_t i = 0; i < *n_chunk * n_ctx; ++i) {
+    if (bt[static_cast<size_t>(i)] != tokens[static_cast<size_t>(i)]) {
+      return Status::errorf(
+          "KL base was made from a different text: token %lld (chunk %lld) is %d there and %d here",
+          static_cast<long long>(i), static_cast<long long>(i / n_ctx), bt[static_cast<size_t>(i)],
+          tokens[static_cast<size_t>(i)]);
+    }
+  }
+  if (*n_chunk < base.n_chunk() && max_chunks < 0) {
+    return Status::errorf("KL base holds %lld chunks but the text has only %lld", static_cast<long long>(base.n_chunk()),
+                          static_cast<long long>(*n_chunk));
+  }
+  return ok_status();
+}
+
+// How many chunks the run scores (the text's whole chunks, at most opt.max_chunks, with a KL base
+// the ones it holds), or why the options do not fit the evaluator, the text or the base.
+Result<int64_t> chunks_to_score(const SequenceEvaluator& s, std::span<const int32_t> tokens,
+                                const PerplexityOptions& opt) {
+  const int64_t n_ctx = opt.n_ctx;
   if (n_ctx < 4) return Status::errorf("perplexity: context %lld is too small", static_cast<long long>(n_ctx));
   if (n_ctx > s.context()) {
     return Status::errorf("perplexity: chunks of %lld tokens do not fit the evaluator's context of %lld",
@@ -332,107 +368,145 @@ Result<PerplexityResult> compute_perplexity(SequenceEvaluator& s, std::span<cons
                           static_cast<long long>(n_ctx));
   }
   int64_t n_chunk = opt.max_chunks < 0 ? n_avail : std::min(opt.max_chunks, n_avail);
-  LogProbReader* base = opt.kl_base;
-  if (base != nullptr) {
-    if (base->n_ctx() != n_ctx) {
-      return Status::errorf("KL base was made with a context of %lld, this run uses %lld",
-                            static_cast<long long>(base->n_ctx()), static_cast<long long>(n_ctx));
-    }
-    if (base->n_vocab() != V) {
-      return Status::errorf("KL base has a vocabulary of %lld, this model %lld", static_cast<long long>(base->n_vocab()),
-                            static_cast<long long>(V));
-    }
-    if (opt.max_chunks > base->n_chunk()) {
-      return Status::errorf("KL base holds %lld chunks, %lld were asked for", static_cast<long long>(base->n_chunk()),
-                            static_cast<long long>(opt.max_chunks));
-    }
-    n_chunk = std::min(n_chunk, base->n_chunk());
-    const auto& bt = base->tokens();
-    for (int64_t i = 0; i < n_chunk * n_ctx; ++i) {
-      if (bt[static_cast<size_t>(i)] != tokens[static_cast<size_t>(i)]) {
-        return Status::errorf(
-            "KL base was made from a different text: token %lld (chunk %lld) is %d there and %d here",
-            static_cast<long long>(i), static_cast<long long>(i / n_ctx), bt[static_cast<size_t>(i)],
-            tokens[static_cast<size_t>(i)]);
-      }
-    }
-    if (n_chunk < base->n_chunk() && opt.max_chunks < 0) {
-      return Status::errorf("KL base holds %lld chunks but the text has only %lld", static_cast<long long>(base->n_chunk()),
-                            static_cast<long long>(n_chunk));
-    }
+  if (opt.kl_base != nullptr) {
+    LL3_RETURN_IF_ERROR(check_kl_base(*opt.kl_base, tokens, n_ctx, s.n_vocab(), opt.max_chunks, &n_chunk));
+  }
+  return n_chunk;
+}
+
+// One run over n_chunk chunks: the evaluator, the KL base and the log-probability file being
+// written (either may be absent), the per-chunk scratch (allocated once) and the sums so far.
+class PerplexityRun {
+ public:
+  PerplexityRun(SequenceEvaluator& s, std::span<const int32_t> tokens, int32_t bos_id, const PerplexityOptions& opt,
+                int64_t n_chunk)
+      : s_(s), tokens_(tokens), bos_id_(bos_id), n_ctx_(opt.n_ctx), n_vocab_(s.n_vocab()), n_chunk_(n_chunk),
+        base_(opt.kl_base) {
+    res_.n_chunk = n_chunk_;
+    res_.n_tokens = static_cast<int64_t>(tokens_.size());
+    res_.has_kl = base_ != nullptr;
   }
 
-  const int64_t first = n_ctx / 2;
-  const int64_t n_scored = n_ctx - 1 - first;
-  const int64_t rec = log_prob_record_size(V);
-  std::unique_ptr<LogProbWriter> writer;
-  if (!opt.save_path.empty()) {
+  // The file for --save-logits, when asked for: created before the first chunk is evaluated, so a
+  // path that cannot be written fails at once.
+  Status create_writer(const std::string& path) {
+    if (path.empty()) return ok_status();
     Result<std::unique_ptr<LogProbWriter>> w =
-        LogProbWriter::create(opt.save_path, n_ctx, V, n_chunk, tokens.first(static_cast<size_t>(n_chunk * n_ctx)));
+        LogProbWriter::create(path, n_ctx_, n_vocab_, n_chunk_, tokens_.first(static_cast<size_t>(n_chunk_ * n_ctx_)));
     if (!w.ok()) return w.status();
-    writer = std::move(w.value());
+    writer_ = std::move(w.value());
+    return ok_status();
   }
 
-  PerplexityResult res;
-  res.n_chunk = n_chunk;
-  res.n_tokens = static_cast<int64_t>(tokens.size());
-  res.has_kl = base != nullptr;
-  res.nll.reserve(static_cast<size_t>(n_chunk * n_scored));
-  KlAccum kl;
-  if (base != nullptr) kl.reserve(n_chunk * n_scored);
-  std::vector<int32_t> chunk(static_cast<size_t>(n_ctx));
-  std::vector<double> row_nll(static_cast<size_t>(n_scored));
-  std::vector<KlRow> row_kl(base != nullptr ? static_cast<size_t>(n_scored) : 0);
-  std::vector<uint16_t> records(writer || base ? static_cast<size_t>(n_scored * rec) : 0);
-  const auto t0 = std::chrono::steady_clock::now();
+  // All the run's memory, before the first chunk (after create_writer: with a file to write, the
+  // rows' records need a buffer even without a base).
+  void allocate() {
+    res_.nll.reserve(static_cast<size_t>(n_chunk_ * n_scored_));
+    if (base_ != nullptr) kl_.reserve(n_chunk_ * n_scored_);
+    chunk_.resize(static_cast<size_t>(n_ctx_));
+    row_nll_.resize(static_cast<size_t>(n_scored_));
+    row_kl_.resize(base_ != nullptr ? static_cast<size_t>(n_scored_) : 0);
+    records_.resize(writer_ || base_ ? static_cast<size_t>(n_scored_ * rec_) : 0);
+  }
 
-  for (int64_t c = 0; c < n_chunk; ++c) {
-    std::copy_n(tokens.begin() + c * n_ctx, n_ctx, chunk.begin());
-    chunk[0] = bos_id;
-    s.truncate(0);
-    // The first half only provides context: no logits needed except the evaluator's last row.
-    LL3_RETURN_IF_ERROR(s.eval(std::span<const int32_t>(chunk.data(), static_cast<size_t>(first))));
-    LL3_RETURN_IF_ERROR(
-        s.eval(std::span<const int32_t>(chunk.data() + first, static_cast<size_t>(n_ctx - first)), true));
-    const float* logits = s.logits().data();  // (n_ctx - first, V): rows for positions first..n_ctx-1
-    if (base != nullptr) LL3_RETURN_IF_ERROR(base->read_chunk(c, records));
+  // Chunk c from an empty cache, its first token replaced by BOS. The first half only provides
+  // context: no logits needed except the evaluator's last row.
+  Status eval_chunk(int64_t c) {
+    std::copy_n(tokens_.begin() + c * n_ctx_, n_ctx_, chunk_.begin());
+    chunk_[0] = bos_id_;
+    s_.truncate(0);
+    LL3_RETURN_IF_ERROR(s_.eval(std::span<const int32_t>(chunk_.data(), static_cast<size_t>(first_))));
+    return s_.eval(std::span<const int32_t>(chunk_.data() + first_, static_cast<size_t>(n_ctx_ - first_)), true);
+  }
 
+  // The evaluated chunk's positions [first, n_ctx - 1) against their next tokens (and the base's
+  // rows of chunk c), added to the sums; their records written to the file.
+  Status score_chunk(int64_t c) {
+    const float* logits = s_.logits().data();  // (n_ctx - first, V): rows for positions first..n_ctx-1
+    if (base_ != nullptr) LL3_RETURN_IF_ERROR(base_->read_chunk(c, records_));
     // Rows are independent: split them over the evaluator's threads; sums are taken in order
     // afterwards so the result does not depend on the thread count.
-    s.pool().parallel_for(n_scored, [&](int64_t b, int64_t e, int) {
-      for (int64_t i = b; i < e; ++i) {
-        const float* row = logits + i * V;
-        const int32_t target = chunk[static_cast<size_t>(first + i + 1)];
-        if (base != nullptr) {
-          row_kl[static_cast<size_t>(i)] = kl_row(row, V, target, records.data() + i * rec);
-          row_nll[static_cast<size_t>(i)] = row_kl[static_cast<size_t>(i)].nll;
-        } else if (writer) {
-          row_nll[static_cast<size_t>(i)] = token_nll_quantized(row, V, target, records.data() + i * rec);
-        } else {
-          row_nll[static_cast<size_t>(i)] = token_nll(row, V, target);
-        }
-      }
+    s_.pool().parallel_for(n_scored_, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) score_row(i, logits + i * n_vocab_);
     });
-    for (int64_t i = 0; i < n_scored; ++i) {
-      res.ppl.add(row_nll[static_cast<size_t>(i)]);
-      res.nll.push_back(static_cast<float>(row_nll[static_cast<size_t>(i)]));
-      if (base != nullptr) kl.add(row_kl[static_cast<size_t>(i)]);
+    for (int64_t i = 0; i < n_scored_; ++i) {
+      res_.ppl.add(row_nll_[static_cast<size_t>(i)]);
+      res_.nll.push_back(static_cast<float>(row_nll_[static_cast<size_t>(i)]));
+      if (base_ != nullptr) kl_.add(row_kl_[static_cast<size_t>(i)]);
     }
-    if (writer) LL3_RETURN_IF_ERROR(writer->write_chunk(records));
-    if (progress) {
-      PerplexityProgress p;
-      p.chunk = c + 1;
-      p.n_chunk = n_chunk;
-      p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      p.ppl = &res.ppl;
-      p.kl = base != nullptr ? &kl : nullptr;
-      progress(p);
+    if (writer_) LL3_RETURN_IF_ERROR(writer_->write_chunk(records_));
+    return ok_status();
+  }
+
+  PerplexityProgress progress(int64_t chunks_done, double seconds) const {
+    PerplexityProgress p;
+    p.chunk = chunks_done;
+    p.n_chunk = n_chunk_;
+    p.seconds = seconds;
+    p.ppl = &res_.ppl;
+    p.kl = base_ != nullptr ? &kl_ : nullptr;
+    return p;
+  }
+
+  // Leaves the evaluator empty, closes the file and summarizes the KL divergence.
+  Result<PerplexityResult> finish() {
+    s_.truncate(0);
+    if (writer_) LL3_RETURN_IF_ERROR(writer_->close());
+    if (base_ != nullptr) res_.kl = kl_.summary();
+    return std::move(res_);
+  }
+
+ private:
+  // Scored row i: its NLL, and with a base its KL terms, without one its record for the file.
+  void score_row(int64_t i, const float* row) {
+    const int32_t target = chunk_[static_cast<size_t>(first_ + i + 1)];
+    if (base_ != nullptr) {
+      row_kl_[static_cast<size_t>(i)] = kl_row(row, n_vocab_, target, records_.data() + i * rec_);
+      row_nll_[static_cast<size_t>(i)] = row_kl_[static_cast<size_t>(i)].nll;
+    } else if (writer_) {
+      row_nll_[static_cast<size_t>(i)] = token_nll_quantized(row, n_vocab_, target, records_.data() + i * rec_);
+    } else {
+      row_nll_[static_cast<size_t>(i)] = token_nll(row, n_vocab_, target);
     }
   }
-  s.truncate(0);
-  if (writer) LL3_RETURN_IF_ERROR(writer->close());
-  if (base != nullptr) res.kl = kl.summary();
-  return res;
+
+  SequenceEvaluator& s_;
+  std::span<const int32_t> tokens_;
+  const int32_t bos_id_;
+  const int64_t n_ctx_, n_vocab_, n_chunk_;
+  const int64_t first_ = n_ctx_ / 2;             // the first scored position
+  const int64_t n_scored_ = n_ctx_ - 1 - first_;  // scored positions per chunk
+  const int64_t rec_ = log_prob_record_size(n_vocab_);
+  LogProbReader* base_;
+  std::unique_ptr<LogProbWriter> writer_;
+  PerplexityResult res_;
+  KlAccum kl_;
+  std::vector<int32_t> chunk_;     // (n_ctx) the chunk evaluated, BOS first
+  std::vector<double> row_nll_;    // (n_scored)
+  std::vector<KlRow> row_kl_;      // (n_scored) with a base
+  std::vector<uint16_t> records_;  // (n_scored, rec) the base's rows, or the rows to write
+};
+
+}  // namespace
+
+Result<PerplexityResult> compute_perplexity(SequenceEvaluator& s, std::span<const int32_t> tokens, int32_t bos_id,
+                                            const PerplexityOptions& opt,
+                                            const std::function<void(const PerplexityProgress&)>& progress) {
+  Result<int64_t> n_chunk = chunks_to_score(s, tokens, opt);
+  if (!n_chunk.ok()) return n_chunk.status();
+  PerplexityRun run(s, tokens, bos_id, opt, n_chunk.value());
+  LL3_RETURN_IF_ERROR(run.create_writer(opt.save_path));
+  run.allocate();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t c = 0; c < n_chunk.value(); ++c) {
+    LL3_RETURN_IF_ERROR(run.eval_chunk(c));
+    LL3_RETURN_IF_ERROR(run.score_chunk(c));
+    if (progress) {
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      progress(run.progress(c + 1, seconds));
+    }
+  }
+  return run.finish();
 }
 
 }  // namespace ll3
