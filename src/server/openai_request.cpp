@@ -149,32 +149,9 @@ ApiError get_string(const ojson& o, const char* key, std::string* out) {
     if (!e_.ok()) return e_;        \
   } while (0)
 
-// Fields both generation endpoints share: sampling, n, stop, stream, limits.
-ApiError parse_common(const ojson& b, ApiRequest* r) {
-  SamplingParams& s = r->base.sampling;
-  // OpenAI's defaults (the engine's are llama.cpp's): plain sampling at temperature 1.
-  s.temperature = 1.0f;
-  s.top_p = 1.0f;
-  s.top_k = 0;
-  s.min_p = 0.0f;
-  s.repeat_penalty = 1.0f;
-  RETURN_IF_API_ERROR(get_float(b, "temperature", &s.temperature));
-  RETURN_IF_API_ERROR(get_float(b, "top_p", &s.top_p));
-  RETURN_IF_API_ERROR(get_float(b, "min_p", &s.min_p));
-  RETURN_IF_API_ERROR(get_float(b, "presence_penalty", &s.presence_penalty));
-  RETURN_IF_API_ERROR(get_float(b, "frequency_penalty", &s.frequency_penalty));
-  // vLLM's name, then llama.cpp's.
-  RETURN_IF_API_ERROR(get_float(b, "repetition_penalty", &s.repeat_penalty));
-  RETURN_IF_API_ERROR(get_float(b, "repeat_penalty", &s.repeat_penalty));
-  int64_t v = 0;
-  if (field(b, "top_k")) {
-    RETURN_IF_API_ERROR(get_int(b, "top_k", -1, std::numeric_limits<int32_t>::max(), &v));
-    s.top_k = static_cast<int>(v);
-  }
-  if (field(b, "repeat_last_n")) {
-    RETURN_IF_API_ERROR(get_int(b, "repeat_last_n", -1, std::numeric_limits<int32_t>::max(), &v));
-    s.repeat_last_n = static_cast<int>(v);
-  }
+// validate()'s verdict on the sampling fields as a 400 naming the field (its message begins
+// with the name).
+ApiError check_sampling(const ojson& b, const SamplingParams& s) {
   SamplingFieldNames names;
   names.repeat_penalty = field(b, "repetition_penalty") ? "repetition_penalty" : "repeat_penalty";
   if (Status st = validate(s, names); !st.ok()) {
@@ -185,40 +162,73 @@ ApiError parse_common(const ojson& b, ApiRequest* r) {
     }
     return invalid_request(st.message(), param);
   }
-  if (const ojson* seed = field(b, "seed")) {
-    if (seed->is_number_unsigned()) {
-      s.seed = seed->get<uint64_t>();
-    } else {
-      int64_t x = 0;
-      RETURN_IF_API_ERROR(read_int(*seed, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), &x));
-      s.seed = static_cast<uint64_t>(x);
-    }
-    // -1 (llama.cpp's "random") and its unsigned twin mean no seed.
-    r->seeded = s.seed != kRandomSeed;
+  return {};
+}
+
+// The sampling fields over OpenAI's defaults, then checked together.
+ApiError parse_sampling(const ojson& b, SamplingParams* s) {
+  // OpenAI's defaults (the engine's are llama.cpp's): plain sampling at temperature 1.
+  s->temperature = 1.0f;
+  s->top_p = 1.0f;
+  s->top_k = 0;
+  s->min_p = 0.0f;
+  s->repeat_penalty = 1.0f;
+  RETURN_IF_API_ERROR(get_float(b, "temperature", &s->temperature));
+  RETURN_IF_API_ERROR(get_float(b, "top_p", &s->top_p));
+  RETURN_IF_API_ERROR(get_float(b, "min_p", &s->min_p));
+  RETURN_IF_API_ERROR(get_float(b, "presence_penalty", &s->presence_penalty));
+  RETURN_IF_API_ERROR(get_float(b, "frequency_penalty", &s->frequency_penalty));
+  // vLLM's name, then llama.cpp's.
+  RETURN_IF_API_ERROR(get_float(b, "repetition_penalty", &s->repeat_penalty));
+  RETURN_IF_API_ERROR(get_float(b, "repeat_penalty", &s->repeat_penalty));
+  int64_t v = 0;
+  if (field(b, "top_k")) {
+    RETURN_IF_API_ERROR(get_int(b, "top_k", -1, std::numeric_limits<int32_t>::max(), &v));
+    s->top_k = static_cast<int>(v);
   }
-  if (field(b, "n")) {
-    RETURN_IF_API_ERROR(get_int(b, "n", 1, kMaxN, &v));
-    r->n = static_cast<int>(v);
+  if (field(b, "repeat_last_n")) {
+    RETURN_IF_API_ERROR(get_int(b, "repeat_last_n", -1, std::numeric_limits<int32_t>::max(), &v));
+    s->repeat_last_n = static_cast<int>(v);
   }
-  if (const ojson* stop = field(b, "stop")) {
-    std::vector<std::string>& out = r->base.stop;
-    auto add = [&](const ojson& x, const std::string& param) -> ApiError {
-      if (!x.is_string()) return wrong_type(param, "a string", x);
-      std::string t = x.get<std::string>();
-      if (t.empty()) return invalid_request("'" + param + "' must not be empty", param);
-      if (t.size() > kMaxStopBytes) return invalid_request("'" + param + "' is longer than " + std::to_string(kMaxStopBytes) + " bytes", param);
-      out.push_back(std::move(t));
-      return {};
-    };
-    if (stop->is_string()) {
-      RETURN_IF_API_ERROR(add(*stop, "stop"));
-    } else if (stop->is_array()) {
-      if (stop->size() > kMaxStopStrings) return invalid_request("'stop' holds more than " + std::to_string(kMaxStopStrings) + " strings", "stop");
-      for (size_t i = 0; i < stop->size(); ++i) RETURN_IF_API_ERROR(add((*stop)[i], "stop[" + std::to_string(i) + "]"));
-    } else {
-      return wrong_type("stop", "a string or an array of strings", *stop);
-    }
+  return check_sampling(b, *s);
+}
+
+// seed: any 64-bit integer, signed or unsigned.
+ApiError parse_seed(const ojson& b, ApiRequest* r) {
+  const ojson* seed = field(b, "seed");
+  if (!seed) return {};
+  SamplingParams& s = r->base.sampling;
+  if (seed->is_number_unsigned()) {
+    s.seed = seed->get<uint64_t>();
+  } else {
+    int64_t x = 0;
+    RETURN_IF_API_ERROR(read_int(*seed, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), &x));
+    s.seed = static_cast<uint64_t>(x);
   }
+  // -1 (llama.cpp's "random") and its unsigned twin mean no seed.
+  r->seeded = s.seed != kRandomSeed;
+  return {};
+}
+
+// stop: a string or an array of them, each non-empty and bounded, the array too.
+ApiError parse_stop(const ojson& stop, std::vector<std::string>* out) {
+  auto add = [&](const ojson& x, const std::string& param) -> ApiError {
+    if (!x.is_string()) return wrong_type(param, "a string", x);
+    std::string t = x.get<std::string>();
+    if (t.empty()) return invalid_request("'" + param + "' must not be empty", param);
+    if (t.size() > kMaxStopBytes) return invalid_request("'" + param + "' is longer than " + std::to_string(kMaxStopBytes) + " bytes", param);
+    out->push_back(std::move(t));
+    return {};
+  };
+  if (stop.is_string()) return add(stop, "stop");
+  if (!stop.is_array()) return wrong_type("stop", "a string or an array of strings", stop);
+  if (stop.size() > kMaxStopStrings) return invalid_request("'stop' holds more than " + std::to_string(kMaxStopStrings) + " strings", "stop");
+  for (size_t i = 0; i < stop.size(); ++i) RETURN_IF_API_ERROR(add(stop[i], "stop[" + std::to_string(i) + "]"));
+  return {};
+}
+
+// stream, and stream_options.include_usage.
+ApiError parse_stream(const ojson& b, ApiRequest* r) {
   RETURN_IF_API_ERROR(get_bool(b, "stream", &r->stream));
   if (const ojson* so = field(b, "stream_options")) {
     if (!so->is_object()) return wrong_type("stream_options", "an object", *so);
@@ -227,17 +237,26 @@ ApiError parse_common(const ojson& b, ApiRequest* r) {
       r->include_usage = iu->get<bool>();
     }
   }
-  RETURN_IF_API_ERROR(get_bool(b, "ignore_eos", &r->base.ignore_eos));
-  RETURN_IF_API_ERROR(get_string(b, "session_id", &r->base.session_id));
-  if (r->base.session_id.size() > kMaxSessionIdBytes) {
+  return {};
+}
+
+// The engine request's own fields: ignore_eos, session_id, priority.
+ApiError parse_engine_fields(const ojson& b, Request* base) {
+  RETURN_IF_API_ERROR(get_bool(b, "ignore_eos", &base->ignore_eos));
+  RETURN_IF_API_ERROR(get_string(b, "session_id", &base->session_id));
+  if (base->session_id.size() > kMaxSessionIdBytes) {
     return invalid_request("'session_id' is longer than " + std::to_string(kMaxSessionIdBytes) + " bytes", "session_id");
   }
   if (field(b, "priority")) {
+    int64_t v = 0;
     RETURN_IF_API_ERROR(get_int(b, "priority", -1000000, 1000000, &v));
-    r->base.priority = static_cast<int>(v);
+    base->priority = static_cast<int>(v);
   }
-  if (const ojson* m = field(b, "model"); m && !m->is_string()) return wrong_type("model", "a string", *m);
-  // What the engine cannot do is refused rather than silently ignored.
+  return {};
+}
+
+// What the engine cannot do is refused rather than silently ignored.
+ApiError refuse_unsupported(const ojson& b) {
   if (const ojson* lb = field(b, "logit_bias"); lb && !(lb->is_object() && lb->empty())) {
     return invalid_request("'logit_bias' is not supported", "logit_bias");
   }
@@ -248,6 +267,23 @@ ApiError parse_common(const ojson& b, ApiRequest* r) {
     }
   }
   return {};
+}
+
+// Fields both generation endpoints share: sampling, n, stop, stream, limits. Checked in this
+// order, so a body with several mistakes names the first of them.
+ApiError parse_common(const ojson& b, ApiRequest* r) {
+  RETURN_IF_API_ERROR(parse_sampling(b, &r->base.sampling));
+  RETURN_IF_API_ERROR(parse_seed(b, r));
+  if (field(b, "n")) {
+    int64_t v = 0;
+    RETURN_IF_API_ERROR(get_int(b, "n", 1, kMaxN, &v));
+    r->n = static_cast<int>(v);
+  }
+  if (const ojson* stop = field(b, "stop")) RETURN_IF_API_ERROR(parse_stop(*stop, &r->base.stop));
+  RETURN_IF_API_ERROR(parse_stream(b, r));
+  RETURN_IF_API_ERROR(parse_engine_fields(b, &r->base));
+  if (const ojson* m = field(b, "model"); m && !m->is_string()) return wrong_type("model", "a string", *m);
+  return refuse_unsupported(b);
 }
 
 // max_tokens (or max_completion_tokens, which wins): at least `lo`.
