@@ -13,6 +13,81 @@ std::string api_param(const std::string& field, Endpoint endpoint) {
   return field;
 }
 
+// What every object of the response shares: its id, model and creation time.
+ResponseHeader response_header(const ApiRequest& req, const ServeContext& ctx) {
+  ResponseHeader h;
+  h.endpoint = req.endpoint;
+  h.id = make_id(req.endpoint == Endpoint::kChatCompletions ? "chatcmpl-" : "cmpl-");
+  h.model = ctx.model().id;
+  h.created = static_cast<int64_t>(std::time(nullptr));
+  h.include_usage = req.stream && req.include_usage;
+  return h;
+}
+
+// Each prompt's tokens into `out`, in order, or a 400 at the first that comes out empty.
+ApiError tokenize_prompts(const ApiRequest& req, const ServeContext& ctx, std::vector<std::vector<int32_t>>* out) {
+  const bool chat = req.endpoint == Endpoint::kChatCompletions;
+  for (const Prompt& pr : req.prompts) {
+    std::vector<int32_t> t = pr.is_tokens           ? pr.tokens
+                             : !pr.segments.empty() ? ctx.encode_segments(pr.segments)
+                                                    : ctx.encode(pr.text, pr.add_bos);
+    if (t.empty()) return invalid_request("the prompt is empty", chat ? "messages" : "prompt");
+    out->push_back(std::move(t));
+  }
+  return {};
+}
+
+// Choice j of prompt p (tokenized as `tokens`): what its output needs, the echoed prompt too
+// for a completion with echo.
+ChoiceConfig choice_config(const ApiRequest& req, size_t p, int j, const std::vector<int32_t>& tokens,
+                           const ServeContext& ctx) {
+  ChoiceConfig cc;
+  cc.index = static_cast<int>(p) * req.n + j;
+  cc.stream = req.stream;
+  cc.logprobs = req.logprobs;
+  cc.top_logprobs = req.top_logprobs;
+  cc.tools = req.tools;
+  cc.tool_names = req.tool_names;
+  if (req.echo && req.endpoint != Endpoint::kChatCompletions) {
+    const Prompt& pr = req.prompts[p];
+    const bool bos_added = !pr.is_tokens && pr.add_bos && !tokens.empty() && tokens[0] == ctx.bos_id();
+    cc.echo_tokens.assign(tokens.begin() + (bos_added ? 1 : 0), tokens.end());
+    cc.echo_text = pr.is_tokens ? ctx.decode(tokens) : pr.text;
+    cc.echo_scored = req.logprobs;
+    cc.echo_first = bos_added ? 1 : 0;
+  }
+  return cc;
+}
+
+// A completion that echoes its prompt with logprobs: the engine scores the prompt too.
+bool scores_prompt(const ApiRequest& req) {
+  return req.echo && req.logprobs && req.endpoint == Endpoint::kCompletions;
+}
+
+// The engine request of choice j of a prompt, but for its callbacks: with a seed, choice j
+// samples with seed + j, so n choices from one seed differ, and repeat.
+Request engine_request(const ApiRequest& req, const std::vector<int32_t>& tokens, int j) {
+  Request r = req.base;
+  r.tokens = tokens;
+  if (req.seeded && j > 0) {
+    r.sampling.seed += static_cast<uint64_t>(j);
+    if (r.sampling.seed == kRandomSeed) r.sampling.seed = 0;
+  }
+  if (scores_prompt(req)) r.prompt_logprobs = req.top_logprobs;
+  return r;
+}
+
+// The stream's headers and every choice's first chunk.
+void open_stream(HttpExchange& ex, const ServeContext& ctx, std::vector<ChoiceOutput>& outs) {
+  Headers h = ctx.common_headers(ex.request());
+  h.emplace_back("Cache-Control", "no-cache");
+  h.emplace_back("X-Accel-Buffering", "no");  // proxies: do not buffer the stream
+  ex.start_stream(200, "text/event-stream", std::move(h));
+  std::string first;
+  for (ChoiceOutput& o : outs) first += o.start();
+  ex.write(std::move(first));
+}
+
 }  // namespace
 
 ApiError submit_error(const Status& st, Endpoint endpoint, bool shutting_down) {
@@ -57,38 +132,14 @@ GenerateCall::~GenerateCall() {
 }
 
 void GenerateCall::start() {
-  const bool chat = req_.endpoint == Endpoint::kChatCompletions;
-  header_.endpoint = req_.endpoint;
-  header_.id = make_id(chat ? "chatcmpl-" : "cmpl-");
-  header_.model = ctx_.model().id;
-  header_.created = static_cast<int64_t>(std::time(nullptr));
-  header_.include_usage = req_.stream && req_.include_usage;
-
-  for (size_t p = 0; p < req_.prompts.size(); ++p) {
-    const Prompt& pr = req_.prompts[p];
-    std::vector<int32_t> t = pr.is_tokens ? pr.tokens : !pr.segments.empty() ? ctx_.encode_segments(pr.segments) : ctx_.encode(pr.text, pr.add_bos);
-    if (t.empty()) return ex_->respond(ctx_.error_response(invalid_request("the prompt is empty", chat ? "messages" : "prompt"), ex_->request()));
-    prompt_tokens_.push_back(std::move(t));
+  header_ = response_header(req_, ctx_);
+  if (ApiError e = tokenize_prompts(req_, ctx_, &prompt_tokens_); !e.ok()) {
+    return ex_->respond(ctx_.error_response(e, ex_->request()));
   }
   for (size_t p = 0; p < req_.prompts.size(); ++p) {
     for (int j = 0; j < req_.n; ++j) {
-      ChoiceConfig cc;
-      cc.index = static_cast<int>(p) * req_.n + j;
-      cc.stream = req_.stream;
-      cc.logprobs = req_.logprobs;
-      cc.top_logprobs = req_.top_logprobs;
-      cc.tools = req_.tools;
-      cc.tool_names = req_.tool_names;
-      if (req_.echo && !chat) {
-        const Prompt& pr = req_.prompts[p];
-        const std::vector<int32_t>& t = prompt_tokens_[p];
-        const bool bos_added = !pr.is_tokens && pr.add_bos && !t.empty() && t[0] == ctx_.bos_id();
-        cc.echo_tokens.assign(t.begin() + (bos_added ? 1 : 0), t.end());
-        cc.echo_text = pr.is_tokens ? ctx_.decode(t) : pr.text;
-        cc.echo_scored = req_.logprobs;
-        cc.echo_first = bos_added ? 1 : 0;
-      }
-      outs_.emplace_back(&header_, std::move(cc), [&ctx = ctx_](int32_t id) { return ctx.piece(id); });
+      outs_.emplace_back(&header_, choice_config(req_, p, j, prompt_tokens_[p], ctx_),
+                         [&ctx = ctx_](int32_t id) { return ctx.piece(id); });
       Choice c;
       c.prompt = p;
       choices_.push_back(c);
@@ -100,21 +151,15 @@ void GenerateCall::start() {
   auto self = shared_from_this();
   ex_->on_close([self] { self->client_gone(); });
   for (size_t i = 0; i < choices_.size(); ++i) {
-    Request r = req_.base;
-    r.tokens = prompt_tokens_[choices_[i].prompt];
     const int j = static_cast<int>(i % static_cast<size_t>(req_.n));
-    if (req_.seeded && j > 0) {
-      r.sampling.seed += static_cast<uint64_t>(j);  // n choices from one seed differ, and repeat
-      if (r.sampling.seed == kRandomSeed) r.sampling.seed = 0;
-    }
+    Request r = engine_request(req_, prompt_tokens_[choices_[i].prompt], j);
     // On the engine's thread: hand over and return at once.
     r.on_token = [self, i](const TokenEvent& ev) {
       self->ctx_.from_engine(self->ex_, [self, i, ev] { self->on_token(i, ev); });
       return true;
     };
     r.on_finish = [self, i](const FinishInfo& f) { self->ctx_.from_engine(self->ex_, [self, i, f] { self->on_finish(i, f); }); };
-    if (req_.echo && req_.logprobs && req_.endpoint == Endpoint::kCompletions) {
-      r.prompt_logprobs = req_.top_logprobs;
+    if (scores_prompt(req_)) {
       r.on_prompt = [self, i](const std::vector<PromptTokenLogprob>& lps) {
         self->ctx_.from_engine(self->ex_, [self, i, lps] { self->on_prompt(i, lps); });
       };
@@ -134,13 +179,7 @@ void GenerateCall::start() {
     // Only now that every choice is queued: a refusal before this point is a plain error
     // response with its status.
     streaming_ = true;
-    Headers h = ctx_.common_headers(ex_->request());
-    h.emplace_back("Cache-Control", "no-cache");
-    h.emplace_back("X-Accel-Buffering", "no");  // proxies: do not buffer the stream
-    ex_->start_stream(200, "text/event-stream", std::move(h));
-    std::string first;
-    for (ChoiceOutput& o : outs_) first += o.start();
-    ex_->write(std::move(first));
+    open_stream(*ex_, ctx_, outs_);
   }
 }
 
