@@ -16,40 +16,17 @@
 #include "backend/backend.h"
 #include "engine/model_impl.h"
 #include "eval/sequence_evaluator.h"
+#include "engine_fixtures.h"
 #include "test_support.h"
 
 namespace ll3 {
 namespace {
 
-std::string model_path() { return test::shared_dir() + "/models/small-llama31-q4_k_m.gguf"; }
-
-std::shared_ptr<const Model> shared_model() {
-  static std::shared_ptr<const Model> m = [] {
-    Result<std::shared_ptr<const Model>> r = Model::load(model_path());
-    return r.ok() ? r.value() : nullptr;
-  }();
-  return m;
-}
-
-#define REQUIRE_MODEL()                        \
-  LL3_REQUIRE_SHARED();                        \
-  ASSERT_NE(shared_model(), nullptr) << model_path()
-
-std::vector<int32_t> random_prompt(int n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t = {128000};  // <|begin_of_text|>
-  while (static_cast<int>(t.size()) < n) t.push_back(static_cast<int32_t>(rng() % 120000));
-  return t;
-}
-
-Request greedy(std::vector<int32_t> prompt, int64_t max_tokens) {
-  Request r;
-  r.tokens = std::move(prompt);
-  r.max_tokens = max_tokens;
-  r.sampling.temperature = 0;
-  r.ignore_eos = true;
-  return r;
-}
+using test::greedy;
+using test::random_prompt;
+std::string model_path() { return test::engine_model_path(); }
+std::shared_ptr<const Model> shared_model() { return test::engine_model(); }
+#define REQUIRE_MODEL() LL3_REQUIRE_ENGINE_MODEL()
 
 std::unique_ptr<Engine> make(const EngineOptions& o) {
   Result<std::unique_ptr<Engine>> e = Engine::create(shared_model(), o);

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "engine/model_impl.h"  // the weights' size and whether they were copied
+#include "engine_fixtures.h"
 #include "ll3/engine.h"
 #include "test_support.h"
 
@@ -16,13 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::shared_ptr<const Model> model() {
-  static std::shared_ptr<const Model> m = [] {
-    Result<std::shared_ptr<const Model>> r = Model::load(test::shared_dir() + "/models/small-llama31-q4_k_m.gguf");
-    return r.ok() ? r.value() : nullptr;
-  }();
-  return m;
-}
+std::shared_ptr<const Model> model() { return test::engine_model(); }
 
 // A cgroup v2 tree with this memory limit and usage, in force while it lives.
 struct FakeCgroup {

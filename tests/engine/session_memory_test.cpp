@@ -10,25 +10,15 @@
 #include <random>
 
 #include "engine/model_impl.h"  // the model's KV shape, to state the budget in blocks
+#include "engine_fixtures.h"
 #include "ll3/engine.h"
 #include "test_support.h"
 
 namespace ll3 {
 namespace {
 
-std::string model_path() { return test::shared_dir() + "/models/small-llama31-q4_k_m.gguf"; }
-
-std::shared_ptr<const Model> shared_model() {
-  static std::shared_ptr<const Model> m = [] {
-    Result<std::shared_ptr<const Model>> r = Model::load(model_path());
-    return r.ok() ? r.value() : nullptr;
-  }();
-  return m;
-}
-
-#define REQUIRE_MODEL() \
-  LL3_REQUIRE_SHARED(); \
-  ASSERT_NE(shared_model(), nullptr) << model_path()
+std::shared_ptr<const Model> shared_model() { return test::engine_model(); }
+#define REQUIRE_MODEL() LL3_REQUIRE_ENGINE_MODEL()
 
 constexpr int64_t kBlock = 16;
 constexpr int64_t kPoolBlocks = 15;   // the whole KV pool
