@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -52,11 +53,10 @@ std::vector<fs::path> path_up(const fs::path& mount, const std::string& cgroup) 
   return dirs;
 }
 
-// /proc/self/cgroup: "0::/path" for v2, "N:controller,list:/path" for v1.
+// /proc/self/cgroup: "0::/path" for v2, "N:controller,list:/path" for v1. Each path is absent
+// when the file has no such line.
 struct SelfCgroup {
-  std::string v2;                  // empty: no v2 line
-  std::string v1_cpu, v1_memory;   // empty: no such controller line
-  bool has_v2 = false, has_v1_cpu = false, has_v1_memory = false;
+  std::optional<std::string> v2, v1_cpu, v1_memory;
 };
 
 SelfCgroup parse_self(const std::string& file) {
@@ -67,16 +67,12 @@ SelfCgroup parse_self(const std::string& file) {
     const size_t a = line.find(':'), b = line.find(':', a + 1);
     if (a == std::string::npos || b == std::string::npos) continue;
     const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
-    if (controllers.empty()) {
-      s.v2 = path;
-      s.has_v2 = true;
-      continue;
-    }
+    if (controllers.empty()) s.v2 = path;
     std::stringstream ss(controllers);
     std::string c;
     while (std::getline(ss, c, ',')) {
-      if (c == "cpu") s.v1_cpu = path, s.has_v1_cpu = true;
-      if (c == "memory") s.v1_memory = path, s.has_v1_memory = true;
+      if (c == "cpu") s.v1_cpu = path;
+      if (c == "memory") s.v1_memory = path;
     }
   }
   return s;
@@ -124,20 +120,22 @@ ResourceLimits read_resource_limits(const std::string& cgroup_root, const std::s
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) == 0) out.affinity_cpus = CPU_COUNT(&set);
   std::error_code ec;
-  if (self.has_v2 && fs::exists(root / "cgroup.controllers", ec)) {
-    const std::vector<fs::path> dirs = path_up(root, self.v2);
+  if (self.v2 && fs::exists(root / "cgroup.controllers", ec)) {
+    const std::vector<fs::path> dirs = path_up(root, *self.v2);
     out.cpu_quota = cpu_quota(dirs, true);
     memory_limit(dirs, true, &out);
     return out;
   }
   // v1: one hierarchy per controller, mounted as root/cpu (or cpu,cpuacct) and root/memory.
   for (const char* name : {"cpu", "cpu,cpuacct", "cpuacct,cpu"}) {
-    if (self.has_v1_cpu && fs::is_directory(root / name, ec)) {
-      out.cpu_quota = cpu_quota(path_up(root / name, self.v1_cpu), false);
+    if (self.v1_cpu && fs::is_directory(root / name, ec)) {
+      out.cpu_quota = cpu_quota(path_up(root / name, *self.v1_cpu), false);
       break;
     }
   }
-  if (self.has_v1_memory && fs::is_directory(root / "memory", ec)) memory_limit(path_up(root / "memory", self.v1_memory), false, &out);
+  if (self.v1_memory && fs::is_directory(root / "memory", ec)) {
+    memory_limit(path_up(root / "memory", *self.v1_memory), false, &out);
+  }
   return out;
 }
 
