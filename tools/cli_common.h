@@ -58,6 +58,7 @@ struct EngineFlags {
   long long max_seqs = 64;
   long long max_queue = 1024;
   double batch_wait_ms = 2;
+  double itl_target_ms = 0;
   std::string kv_type = "f16";
   std::string session_dir;
   long long session_memory = 0;
@@ -65,6 +66,10 @@ struct EngineFlags {
   bool float_act = false;
   bool amx_bf16 = false;
   int gpu_layers = -1;
+  std::string spec;   // --spec: off, ngram or draft
+  std::string draft;  // --draft MODEL
+  long long spec_max = 8;
+  long long spec_min = 0;
   LoadFlags load;
 };
 void add_engine_flags(ArgParser& ap, EngineFlags* f, bool serving);

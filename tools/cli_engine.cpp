@@ -1,4 +1,6 @@
 // The engine's command-line flags, shared by run, chat, serve and bench --parallel.
+#include <cmath>
+
 #include "cli_common.h"
 #include "engine/model_impl.h"
 #include "engine/sampler.h"
@@ -12,12 +14,24 @@ void add_engine_flags(ArgParser& ap, EngineFlags* f, bool serving) {
   ap.add_int({"--kv-memory"}, "BYTES", "KV cache size in bytes (instead of --ctx)", &f->kv_memory);
   ap.add_int({"-b", "--batch", "--batch-tokens"}, "N", "tokens per forward step: decode rows plus prompt chunks (default 256)",
              &f->batch);
+  ap.add_float({"--itl-target-ms"}, "MS", "inter-token latency target of running streams while prompts are prefilled "
+               "beside them: prompt chunks are cut to fit it (default: 2.5x the step of the decode rows alone; "
+               "negative: none, whole --batch-tokens steps)", &f->itl_target_ms);
   ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32, f16 or q8_0 (default f16)", &f->kv_type);
   ap.add_flag({"--no-prefix-cache"}, "do not reuse the KV of earlier requests' prompts", &f->no_prefix_cache);
   ap.add_flag({"--float-act"}, "keep activations in float for quantized weights (default: 8-bit)", &f->float_act);
   add_amx_flag(ap, &f->amx_bf16);
   ap.add_int({"-ngl", "--gpu-layers"}, "N", "layers on the CUDA GPU: -1 all when one is usable (default), 0 none "
              "(splitting layers between GPU and CPU is not built yet)", &f->gpu_layers);
+  ap.add_string({"--spec"}, "MODE", "speculative decoding, the same output sooner: ngram (guesses copied from earlier "
+                "in the text: pays on editing, summaries, code), draft (a draft model's guesses, --draft) or off (default)",
+                &f->spec);
+  ap.add_string({"--draft"}, "MODEL", "draft model for --spec draft (implies it): a smaller model with the same "
+                "tokenizer, or the same model at a lower quantization", &f->draft);
+  ap.add_int({"--spec-max"}, "N", "the most tokens a sequence guesses per step (default 8; fewer as acceptance or "
+             "load make it pay less)", &f->spec_max);
+  ap.add_int({"--spec-min"}, "N", "the fewest tokens a decoding sequence guesses per step, whatever they cost "
+             "(default 0)", &f->spec_min);
   add_load_flags(ap, &f->load);
   if (!serving) return;
   ap.add_int({"--max-seqs"}, "N", "sequences generating at once (default 64)", &f->max_seqs);
@@ -30,6 +44,36 @@ void add_engine_flags(ArgParser& ap, EngineFlags* f, bool serving) {
              &f->session_memory);
 }
 
+namespace {
+
+// --spec, --draft and --spec-max (the draft model is loaded here).
+std::string finish_spec_flags(const EngineFlags& f, EngineOptions* o) {
+  const std::string mode = f.spec.empty() ? (f.draft.empty() ? "off" : "draft") : f.spec;
+  if (f.spec_max < 1 || f.spec_max > 32) return "--spec-max must be in 1..32";
+  o->spec_max_guesses = static_cast<int>(f.spec_max);
+  if (f.spec_min < 0 || f.spec_min > f.spec_max) return "--spec-min must be in 0..--spec-max";
+  o->spec_min_guesses = static_cast<int>(f.spec_min);
+  if (mode == "off") {
+    o->spec = SpecMode::kOff;
+  } else if (mode == "ngram") {
+    o->spec = SpecMode::kNgram;
+  } else if (mode == "draft") {
+    if (f.draft.empty()) return "--spec draft needs --draft MODEL";
+    Result<std::string> path = resolve_model_path(f.draft);
+    if (!path.ok()) return "--draft: " + path.message();
+    Result<std::shared_ptr<const Model>> d = Model::load(path.value());
+    if (!d.ok()) return "--draft: " + d.message();
+    o->spec = SpecMode::kDraft;
+    o->draft_model = std::move(d.value());
+  } else {
+    return "--spec must be off, ngram or draft, got '" + f.spec + "'";
+  }
+  if (!f.draft.empty() && o->spec != SpecMode::kDraft) return "--draft goes with --spec draft";
+  return "";
+}
+
+}  // namespace
+
 std::string finish_engine_flags(const EngineFlags& f, EngineOptions* o) {
   Result<DType> kvt = parse_kv_type(f.kv_type);
   if (!kvt.ok()) return kvt.message();
@@ -40,12 +84,15 @@ std::string finish_engine_flags(const EngineFlags& f, EngineOptions* o) {
   if (f.max_queue < 0) return "--max-queue must not be negative";
   if (!(f.batch_wait_ms >= 0) || f.batch_wait_ms > 10000) return "--batch-wait-ms must be in 0..10000";
   if (f.session_memory < 0) return "--session-memory must not be negative";
+  if (!std::isfinite(f.itl_target_ms) || f.itl_target_ms > 1e6) return "--itl-target-ms must be a number of milliseconds";
   if (f.load.mmap && f.load.no_mmap) return "--mmap and --no-mmap exclude each other";
+  if (std::string err = finish_spec_flags(f, o); !err.empty()) return err;
   if (f.gpu_layers < -1) return "--gpu-layers must be -1 (all), 0 (none) or a layer count";
   o->threads = f.threads;
   o->ctx = f.ctx;
   o->kv_memory = f.kv_memory;
   o->batch_tokens = f.batch;
+  o->itl_target_ms = f.itl_target_ms;
   o->kv_type = kvt.value() == DType::F32 ? KvType::kF32 : kvt.value() == DType::Q8_0 ? KvType::kQ8_0 : KvType::kF16;
   o->prefix_cache = !f.no_prefix_cache;
   o->int8_activations = !f.float_act;

@@ -411,6 +411,7 @@ void print_table(const std::vector<Row>& rows, const LlamaModel& m, int threads,
 int cmd_bench(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) {
     if (std::string(argv[i]) == "--parallel") return bench_parallel(argc, argv);
+    if (std::string(argv[i]) == "--speculation") return bench_spec(argc, argv);
   }
   BenchFlags f;
   if (int rc = parse_bench_flags(argc, argv, f); rc >= 0) return rc;

@@ -4,8 +4,11 @@
 //   - time to first token of a long prompt, cold and with its prefix cached;
 //   - a session's second turn after a long history, with the session, without it, and after a
 //     restart from the session directory;
-//   - fairness: inter-token latency of running streams while a long prompt is prefilled.
+//   - fairness: inter-token latency of running streams while a long prompt is prefilled, against
+//     the same streams' before it, and the long prompt's time to first token against an idle
+//     engine's (what the streams' protection costs it).
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -144,6 +147,7 @@ struct ParallelFlags {
   std::string model_path, skip;
   std::vector<int32_t> counts;  // --parallel
   int gen = 32, prompt_len = 16, reps = 3, ttft_prompt = 966, history = 2000, fair_prompt = 4096, fair_streams = 8;
+  int fair_baseline = 48;
   bool json = false;
   EngineFlags ef;
   EngineOptions eo;
@@ -182,6 +186,8 @@ int parse_parallel_flags(int argc, char** argv, ParallelFlags& f) {
   ap.add_int({"--history"}, "N", "tokens of history before a session's second turn (default 2000)", &f.history);
   ap.add_int({"--fair-prompt"}, "N", "prompt prefilled during the fairness test (default 4096)", &f.fair_prompt);
   ap.add_int({"--fair-streams"}, "N", "streams running during the fairness test (default 8)", &f.fair_streams);
+  ap.add_int({"--fair-baseline"}, "N", "tokens of each stream timed before the long prompt arrives (default 48)",
+             &f.fair_baseline);
   ap.add_string({"--skip"}, "LIST", "tests to leave out: aggregate, ttft, session, fairness", &f.skip);
   ap.add_flag({"--json"}, "print the figures as JSON", &f.json);
   add_engine_flags(ap, &f.ef, true);
@@ -189,7 +195,7 @@ int parse_parallel_flags(int argc, char** argv, ParallelFlags& f) {
   Result<std::vector<int32_t>> ns = parse_token_list(counts);
   if (!ns.ok() || !parallel_flag) return ap.usage_error("--parallel takes a list of sequence counts like 1,4,16,64");
   if (f.gen < 2 || f.prompt_len < 1 || f.reps < 1 || f.ttft_prompt < 2 || f.history < 2 || f.fair_prompt < 2 ||
-      f.fair_streams < 1) {
+      f.fair_streams < 1 || f.fair_baseline < 2) {
     return ap.usage_error("-n must be >= 2, the other sizes >= 1");
   }
   if (std::string err = finish_engine_flags(f.ef, &f.eo); !err.empty()) return ap.usage_error(err);
@@ -208,21 +214,42 @@ std::unique_ptr<Engine> start_engine(std::shared_ptr<const Model> model, const E
   return std::move(e.value());
 }
 
-// Streams whose tokens' times are recorded, for the fairness test.
+double clock_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// Streams whose tokens' times (clock_s) are recorded, for the fairness test.
 struct TimedStreams {
   explicit TimedStreams(int n) : times(static_cast<size_t>(n)), done(static_cast<size_t>(n)) {}
-  // Tokens of each stream so far.
-  std::vector<size_t> counts() {
+  // Whether every stream has at least n tokens.
+  bool all_have(size_t n) {
     std::lock_guard<std::mutex> lk(mu);
-    std::vector<size_t> c(times.size());
-    for (size_t i = 0; i < times.size(); ++i) c[i] = times[i].size();
-    return c;
+    return std::all_of(times.begin(), times.end(), [&](const std::vector<double>& t) { return t.size() >= n; });
+  }
+  // The intervals between consecutive tokens whose later token came in (from, to].
+  std::vector<double> gaps(double from, double to) {
+    std::lock_guard<std::mutex> lk(mu);
+    std::vector<double> g;
+    for (const std::vector<double>& t : times) {
+      for (size_t k = 1; k < t.size(); ++k) {
+        if (t[k] > from && t[k] <= to) g.push_back(t[k] - t[k - 1]);
+      }
+    }
+    return g;
   }
   std::mutex mu;
   std::vector<std::vector<double>> times;
   std::vector<RequestId> ids;
   std::vector<std::promise<void>> done;
-  std::atomic<int> started{0};
+};
+
+// The fairness test's figures (seconds).
+struct Fairness {
+  double before_p50 = 0, before_p99 = 0;  // the streams' inter-token time before the long prompt
+  double during_p50 = 0, during_p99 = 0;  // ... while it is prefilled
+  size_t before_n = 0, during_n = 0;      // intervals of each
+  double ttft = 0, ttft_idle = 0;         // the long prompt's time to first token, beside the streams and alone
+  double itl_target = 0;                  // the engine's inter-token target during the prefill
+  std::array<double, 4> step_cost{};      // its step cost model then (EngineStats::step_cost)
+  int64_t steps = 0;                      // steps the prefill took
 };
 
 // The tests, run in order on one engine (the session test restarts it), each leaving its
@@ -265,7 +292,7 @@ class ParallelBench {
   std::vector<AggregateRow> agg_;
   double cold_ = 0, warm_ = 0;
   double with_session_ = 0, without_ = 0, restarted_ = 0;
-  double itl_p50_ = 0, itl_p99_ = 0;
+  Fairness fair_;
 };
 
 // Aggregate generation speed.
@@ -321,40 +348,74 @@ Status ParallelBench::session_test() {
   return ok_status();
 }
 
-// Fairness: streams decoding while a long prompt is prefilled in chunks; the intervals between
-// their tokens during the prefill.
+// Fairness: n streams decode; their inter-token times are taken for fair_baseline tokens, then a
+// long prompt arrives and is prefilled beside them: their inter-token times until its first
+// token, against the baseline's, and its time to first token against an idle engine's (another
+// prompt of the same length, so that nothing is cached).
 Status ParallelBench::fairness_test() {
+  if (Result<Engine::Completion> w = e_->generate(greedy(random_tokens(16, rng_, vocab_), 4)); !w.ok()) return w.status();
+  fair_.ttft_idle = ttft(*e_, greedy(random_tokens(f_.fair_prompt, rng_, vocab_), 1));
   const int n = f_.fair_streams;
   TimedStreams ts(n);
   for (int i = 0; i < n; ++i) {
     Request q = greedy(random_tokens(f_.prompt_len, rng_, vocab_), -1);
     ts.times[i].reserve(100000);
-    q.on_token = [&ts, i](const TokenEvent& ev) {
+    q.on_token = [&ts, i](const TokenEvent&) {
       std::lock_guard<std::mutex> lk(ts.mu);
-      ts.times[i].push_back(ev.seconds);
-      if (ev.index == 3) ++ts.started;
+      ts.times[i].push_back(clock_s());
       return true;
     };
     q.on_finish = [&ts, i](const FinishInfo&) { ts.done[i].set_value(); };
-    ts.ids.push_back(e_->submit(std::move(q)).value());
+    Result<RequestId> id = e_->submit(std::move(q));
+    if (!id.ok()) return id.status();
+    ts.ids.push_back(id.value());
   }
-  while (ts.started < n) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  const std::vector<size_t> from = ts.counts();
+  // The baseline: from the moment every stream decodes (its 4th token), fair_baseline tokens more
+  // of each, within a minute.
+  const double t_wait = clock_s();
+  while (!ts.all_have(4) && clock_s() - t_wait < 60) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  const double t_base = clock_s();
+  const size_t want = 4 + static_cast<size_t>(f_.fair_baseline);
+  while (!ts.all_have(want) && clock_s() - t_base < 60) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  const double t_submit = clock_s();
+  const int64_t steps_before = e_->stats().steps;
   Result<Engine::Completion> big = e_->generate(greedy(random_tokens(f_.fair_prompt, rng_, vocab_), 1));
-  const std::vector<size_t> to = ts.counts();
+  const double t_first = clock_s();
+  const EngineStats st = e_->stats();
+  fair_.itl_target = st.itl_target_s;
+  fair_.step_cost = st.step_cost;
+  fair_.steps = st.steps - steps_before;
   // The streams write into ts from the engine's thread: they end before ts does, whatever happened.
   for (RequestId id : ts.ids) e_->cancel(id);
   for (auto& d : ts.done) d.get_future().wait();
   if (!big.ok()) return big.status();
-  std::vector<double> itl;
-  for (int i = 0; i < n; ++i) {
-    for (size_t k = std::max<size_t>(from[i], 1); k < to[i]; ++k) itl.push_back(ts.times[i][k] - ts.times[i][k - 1]);
-  }
-  itl_p50_ = percentile(itl, 0.5);
-  itl_p99_ = percentile(itl, 0.99);
-  out_["fairness"] = {{"streams", n}, {"prompt", f_.fair_prompt}, {"prefill_s", big->finish.first_token_seconds},
-                      {"itl_p50_s", itl_p50_}, {"itl_p99_s", itl_p99_}, {"p99_over_p50", itl_p50_ > 0 ? itl_p99_ / itl_p50_ : 0},
-                      {"intervals", itl.size()}};
+  fair_.ttft = big->finish.first_token_seconds;
+  const std::vector<double> before = ts.gaps(t_base, t_submit);
+  fair_.before_p50 = percentile(before, 0.5);
+  // Until half an interval after its first token: the streams' tokens of that same step too.
+  const std::vector<double> during = ts.gaps(t_submit, t_first + fair_.before_p50 / 2);
+  fair_.before_p99 = percentile(before, 0.99);
+  fair_.during_p50 = percentile(during, 0.5);
+  fair_.during_p99 = percentile(during, 0.99);
+  fair_.before_n = before.size();
+  fair_.during_n = during.size();
+  const Fairness& r = fair_;
+  out_["fairness"] = {{"streams", n},
+                      {"prompt", f_.fair_prompt},
+                      {"itl_before_p50_s", r.before_p50},
+                      {"itl_before_p99_s", r.before_p99},
+                      {"itl_during_p50_s", r.during_p50},
+                      {"itl_during_p99_s", r.during_p99},
+                      {"p99_during_over_p50_before", r.before_p50 > 0 ? r.during_p99 / r.before_p50 : 0},
+                      {"intervals_before", r.before_n},
+                      {"intervals", r.during_n},
+                      {"ttft_s", r.ttft},
+                      {"ttft_idle_s", r.ttft_idle},
+                      {"ttft_over_idle", r.ttft_idle > 0 ? r.ttft / r.ttft_idle : 0},
+                      {"itl_target_s", r.itl_target},
+                      {"prefill_steps", r.steps},
+                      {"step_cost", {{"base_s", r.step_cost[0]}, {"decode_row_s", r.step_cost[1]},
+                                     {"prompt_token_s", r.step_cost[2]}, {"attention_pair_s", r.step_cost[3]}}}};
   return ok_status();
 }
 
@@ -382,9 +443,17 @@ void ParallelBench::print_text() const {
                 "restart (%.0fx)\n", f_.history, with_session_, without_, without_ / with_session_, restarted_,
                 without_ / restarted_);
   }
-  if (itl_p50_ > 0) {
-    std::printf("fairness: %d streams during a %d-token prefill: inter-token P50 %.1f ms, P99 %.1f ms (P99/P50 %.2f)\n",
-                f_.fair_streams, f_.fair_prompt, itl_p50_ * 1e3, itl_p99_ * 1e3, itl_p99_ / itl_p50_);
+  if (fair_.before_p50 > 0) {
+    const Fairness& r = fair_;
+    std::printf("fairness: %d streams, inter-token P50 / P99 %.1f / %.1f ms before a %d-token prompt, %.1f / %.1f ms while "
+                "it is prefilled (P99 during / P50 before %.2f; target %.1f ms); its time to first token %.2f s, "
+                "%.2f s on an idle engine (%.2fx)\n",
+                f_.fair_streams, r.before_p50 * 1e3, r.before_p99 * 1e3, f_.fair_prompt, r.during_p50 * 1e3,
+                r.during_p99 * 1e3, r.during_p99 / r.before_p50, r.itl_target * 1e3, r.ttft, r.ttft_idle,
+                r.ttft_idle > 0 ? r.ttft / r.ttft_idle : 0.0);
+    std::printf("  %lld steps; step cost model: %.1f ms + %.2f ms a decode row + %.2f ms a prompt token + %.3f us an "
+                "attention pair\n", static_cast<long long>(r.steps), r.step_cost[0] * 1e3, r.step_cost[1] * 1e3,
+                r.step_cost[2] * 1e3, r.step_cost[3] * 1e6);
   }
 }
 

@@ -5,6 +5,10 @@
 // first token and inter-token latency (P50/P99), and counts errors, lost and duplicated tokens:
 // each stream's token chunks against its usage.completion_tokens, and its text against a
 // non-streamed run of the same prompt.
+//
+// --fairness instead: N streams decode, their inter-token times are taken for a baseline, then
+// one long prompt arrives; the streams' inter-token times while it is prefilled against the
+// baseline's, and its time to first token against the idle server's.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -17,6 +21,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -76,6 +81,7 @@ struct StreamResult {
   std::string error;
   double ttft = 0;
   std::vector<double> itl;
+  std::vector<double> times;  // when each token's chunk came (now_s)
   int64_t chunks = 0, usage_tokens = -1;
   std::string text;
   size_t prompt = 0;
@@ -111,6 +117,14 @@ class Client : public std::enable_shared_from_this<Client> {
     stream_.emplace(ioc_);
     connect();
   }
+  // The request in flight (its tokens so far), on the io thread.
+  const StreamResult& current() const { return cur_; }
+  // Ends the request in flight (the server cancels it) and sends no more.
+  void close() {
+    sent_ = c_.requests;
+    beast::error_code ec;
+    if (stream_) stream_->socket().close(ec);
+  }
 
  private:
   void connect() {
@@ -134,7 +148,8 @@ class Client : public std::enable_shared_from_this<Client> {
     done_ = false;
     last_ = 0;
     t_send_ = now_s();
-    stream_->expires_after(std::chrono::seconds(120));
+    // A stream may run as long as the level (--fairness: the whole test).
+    stream_->expires_after(std::chrono::seconds(static_cast<long>(std::max(120.0, c_.duration_s))));
     http::async_write(*stream_, req_, [self = shared_from_this()](beast::error_code ec, size_t) {
       if (ec) return self->fail("write: " + ec.message(), true);
       self->read();
@@ -194,6 +209,7 @@ class Client : public std::enable_shared_from_this<Client> {
       if (!c["finish_reason"].is_null()) continue;
       // One chunk per generated token.
       ++cur_.chunks;
+      cur_.times.push_back(t);
       if (last_ == 0) {
         cur_.ttft = t - t_send_;
       } else {
@@ -313,6 +329,8 @@ struct ServeBenchFlags {
   long long requests = 4, max_tokens = 32, prompt_tokens = 32, n_prompts = 8, seed = 1;
   double duration = 300;
   bool no_check = false, as_json = false;
+  bool fairness = false;
+  long long fair_streams = 8, fair_prompt = 4096, fair_baseline = 48;
 };
 
 // "1,16,256" -> its comma-separated parts (empty ones included).
@@ -346,6 +364,12 @@ int parse_bench_serve_flags(int argc, char** argv, ServeBenchFlags& f) {
   ap.add_string({"--api-key"}, "KEY", "bearer key (default: $LL3_API_KEY)", &key);
   ap.add_flag({"--no-check"}, "skip the non-streamed reference runs (no text comparison)", &f.no_check);
   ap.add_flag({"--json"}, "one JSON object per run instead of the table", &f.as_json);
+  ap.add_flag({"--fairness"}, "instead: streams decode, then a long prompt arrives; their inter-token times during its "
+              "prefill against before it, and its time to first token against the idle server's", &f.fairness);
+  ap.add_int({"--fair-streams"}, "N", "--fairness: streams decoding (default 8)", &f.fair_streams);
+  ap.add_int({"--fair-prompt"}, "N", "--fairness: tokens of the long prompt (default 4096)", &f.fair_prompt);
+  ap.add_int({"--fair-baseline"}, "N", "--fairness: tokens of each stream timed before it arrives (default 48)",
+             &f.fair_baseline);
   if (int rc = ap.parse(argc, argv); rc >= 0) return rc;
   if (std::string err = parse_url(f.url, &f.target); !err.empty()) return ap.usage_error(err);
   f.target.key = key;
@@ -359,6 +383,9 @@ int parse_bench_serve_flags(int argc, char** argv, ServeBenchFlags& f) {
   }
   if (f.requests < 1 || f.max_tokens < 1 || f.prompt_tokens < 1 || f.n_prompts < 1 || !(f.duration > 0)) {
     return ap.usage_error("--requests, --max-tokens, --prompt-tokens, --prompts and --duration must be positive");
+  }
+  if (f.fair_streams < 1 || f.fair_streams > 1024 || f.fair_prompt < 2 || f.fair_baseline < 2) {
+    return ap.usage_error("--fair-streams must be in 1..1024, --fair-prompt and --fair-baseline at least 2");
   }
   return -1;
 }
@@ -439,6 +466,137 @@ void print_scaling(const std::vector<LevelReport>& reports) {
   }
 }
 
+struct FairnessReport {
+  double before_p50 = 0, before_p99 = 0, during_p50 = 0, during_p99 = 0;  // the streams' inter-token times
+  size_t before_n = 0, during_n = 0;
+  double ttft = 0, ttft_idle = 0;  // the long prompt's, beside the streams and on the idle server
+};
+
+// Intervals between consecutive tokens of the streams whose later token came in (from, to].
+std::vector<double> gaps_in(const std::vector<std::shared_ptr<Client>>& streams, double from, double to) {
+  std::vector<double> g;
+  for (const auto& c : streams) {
+    const std::vector<double>& t = c->current().times;
+    for (size_t k = 1; k < t.size(); ++k) {
+      if (t[k] > from && t[k] <= to) g.push_back(t[k] - t[k - 1]);
+    }
+  }
+  return g;
+}
+
+// The fairness scenario, all on one io thread: a timer polls the streams every 5 ms and moves
+// the phases on (every stream decoding -> baseline taken -> the long prompt sent -> its first
+// token); --duration bounds the whole.
+Result<FairnessReport> run_fairness(const ServeBenchFlags& f) {
+  std::mt19937 rng(static_cast<uint32_t>(f.seed));
+  auto prompt = [&](long long n) {
+    std::vector<int32_t> toks = {128000};
+    while (static_cast<long long>(toks.size()) < n) toks.push_back(static_cast<int32_t>(rng() % 120000));
+    return toks;
+  };
+  FairnessReport rep;
+  Config alone;  // the idle server's time to first token, with a prompt of its own (nothing cached)
+  alone.requests = 1;
+  alone.max_tokens = 1;
+  alone.duration_s = f.duration;
+  alone.prompts = {prompt(f.fair_prompt)};
+  const LevelReport idle = run_level(f.target, alone, 1);
+  if (idle.errors > 0) return Status::error("the long prompt on the idle server: " + idle.first_error);
+  rep.ttft_idle = idle.ttft_p50;
+  Config streams = alone;
+  streams.max_tokens = static_cast<int>(std::max<long long>(f.max_tokens, 4096));  // until cancelled
+  streams.prompts.clear();
+  for (long long i = 0; i < f.fair_streams; ++i) streams.prompts.push_back(prompt(f.prompt_tokens));
+  Config big = alone;
+  big.prompts = {prompt(f.fair_prompt)};
+
+  net::io_context ioc;
+  std::vector<StreamResult> ended, big_out;
+  std::vector<std::shared_ptr<Client>> clients;
+  const double deadline = now_s() + f.duration;
+  for (int i = 0; i < static_cast<int>(f.fair_streams); ++i) {
+    clients.push_back(std::make_shared<Client>(ioc, f.target, streams, i, deadline, &ended));
+    clients.back()->start();
+  }
+  std::shared_ptr<Client> long_prompt;
+  enum class Phase { kStarting, kBaseline, kPrefill, kSettle, kDone } phase = Phase::kStarting;
+  double t_base = 0, t_submit = 0, t_end = 0;
+  std::string error;
+  auto all_have = [&](size_t n) {
+    return std::all_of(clients.begin(), clients.end(), [&](const auto& c) { return c->current().times.size() >= n; });
+  };
+  auto finish = [&](const std::string& why) {
+    error = why;
+    phase = Phase::kDone;
+    for (auto& c : clients) c->close();
+    if (long_prompt) long_prompt->close();
+  };
+  net::steady_timer timer(ioc);
+  std::function<void()> poll = [&] {
+    if (!ended.empty()) return finish("a stream ended early: " + ended.front().error);
+    if (now_s() > deadline) return finish("--duration passed before the test ended");
+    if (phase == Phase::kStarting && all_have(4)) {
+      phase = Phase::kBaseline;
+      t_base = now_s();
+    } else if (phase == Phase::kBaseline && all_have(4 + static_cast<size_t>(f.fair_baseline))) {
+      phase = Phase::kPrefill;
+      t_submit = now_s();
+      long_prompt = std::make_shared<Client>(ioc, f.target, big, 0, deadline, &big_out);
+      long_prompt->start();
+    } else if (phase == Phase::kPrefill && !big_out.empty()) {
+      if (!big_out.front().ok) return finish("the long prompt: " + big_out.front().error);
+      rep.ttft = big_out.front().ttft;
+      const std::vector<double> before = gaps_in(clients, t_base, t_submit);
+      rep.before_p50 = percentile(before, 0.5);
+      // Until half an interval after its first token: the streams' tokens of that same step too.
+      t_end = t_submit + rep.ttft + rep.before_p50 / 2;
+      phase = Phase::kSettle;
+    } else if (phase == Phase::kSettle && now_s() > t_end) {
+      const std::vector<double> before = gaps_in(clients, t_base, t_submit);
+      const std::vector<double> during = gaps_in(clients, t_submit, t_end);
+      rep.before_p99 = percentile(before, 0.99);
+      rep.during_p50 = percentile(during, 0.5);
+      rep.during_p99 = percentile(during, 0.99);
+      rep.before_n = before.size();
+      rep.during_n = during.size();
+      return finish("");
+    }
+    timer.expires_after(std::chrono::milliseconds(5));
+    timer.async_wait([&](beast::error_code) { poll(); });
+  };
+  poll();
+  ioc.run();
+  if (!error.empty()) return Status::error(error);
+  return rep;
+}
+
+int bench_fairness(const ServeBenchFlags& f, const std::string& model) {
+  Result<FairnessReport> r = run_fairness(f);
+  if (!r.ok()) return fail("bench-serve", r.message());
+  const FairnessReport& x = r.value();
+  const double itl_ratio = x.before_p50 > 0 ? x.during_p99 / x.before_p50 : 0;
+  const double ttft_ratio = x.ttft_idle > 0 ? x.ttft / x.ttft_idle : 0;
+  if (f.as_json) {
+    json j = {{"streams", f.fair_streams},         {"prompt", f.fair_prompt},
+              {"itl_before_p50_ms", x.before_p50 * 1e3}, {"itl_before_p99_ms", x.before_p99 * 1e3},
+              {"itl_during_p50_ms", x.during_p50 * 1e3}, {"itl_during_p99_ms", x.during_p99 * 1e3},
+              {"p99_during_over_p50_before", itl_ratio}, {"intervals_before", x.before_n},
+              {"intervals_during", x.during_n},          {"ttft_s", x.ttft},
+              {"ttft_idle_s", x.ttft_idle},              {"ttft_over_idle", ttft_ratio}};
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+  std::printf("ll3 bench-serve --fairness: %s (%s), %lld streams (%lld-token prompts), then a %lld-token prompt\n",
+              f.url.c_str(), model.c_str(), f.fair_streams, f.prompt_tokens, f.fair_prompt);
+  std::printf("streams' inter-token time: before P50 %.1f ms, P99 %.1f ms (%zu intervals); during the prefill P50 %.1f ms, "
+              "P99 %.1f ms (%zu intervals); P99 during / P50 before %.2f\n",
+              x.before_p50 * 1e3, x.before_p99 * 1e3, x.before_n, x.during_p50 * 1e3, x.during_p99 * 1e3, x.during_n,
+              itl_ratio);
+  std::printf("the long prompt's time to first token: %.2f s, %.2f s on the idle server (%.2fx)\n", x.ttft, x.ttft_idle,
+              ttft_ratio);
+  return 0;
+}
+
 int cmd_bench_serve(int argc, char** argv) {
   ServeBenchFlags f;
   if (int rc = parse_bench_serve_flags(argc, argv, f); rc >= 0) return rc;
@@ -447,6 +605,7 @@ int cmd_bench_serve(int argc, char** argv) {
   Result<json> models = request_sync(f.target, "GET", "/v1/models", "");
   if (!models.ok()) return fail("bench-serve", models.message());
   const std::string model = (*models)["data"][0].value("id", "?");
+  if (f.fairness) return bench_fairness(f, model);
   if (!f.no_check) {
     if (Status st = fetch_references(f.target, c); !st.ok()) return fail("bench-serve", st.message());
   }

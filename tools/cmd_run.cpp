@@ -66,6 +66,13 @@ int cmd_run(int argc, char** argv) {
                  static_cast<long long>(computed), f.first_token_seconds,
                  f.first_token_seconds > 0 ? computed / f.first_token_seconds : 0.0,
                  static_cast<long long>(f.completion_tokens), gen_s, gen_rate, finish_reason_name(f.reason));
+    const EngineStats st = (*engine)->stats();
+    if (st.spec_guessed > 0) {
+      std::fprintf(stderr, "ll3: speculation: %lld tokens guessed, %lld accepted (%.0f%%), %lld steps\n",
+                   static_cast<long long>(st.spec_guessed), static_cast<long long>(st.spec_accepted),
+                   100.0 * static_cast<double>(st.spec_accepted) / static_cast<double>(st.spec_guessed),
+                   static_cast<long long>(st.steps));
+    }
   }
   return 0;
 }

@@ -59,6 +59,15 @@ class Model {
 
 enum class KvType { kF16, kF32, kQ8_0 };
 
+// Speculative decoding: each step also verifies guesses of a sequence's next tokens, keeping
+// those the model agrees with. Greedy output is the output without it, token for token; sampled
+// output keeps the model's distribution exactly (Leviathan et al.'s rejection rule).
+enum class SpecMode {
+  kOff,
+  kNgram,  // prompt lookup: guesses copied from what followed the same words earlier in the sequence
+  kDraft,  // a draft model's greedy guesses (EngineOptions::draft_model)
+};
+
 struct EngineOptions {
   int threads = 0;               // 0: all cores
   // The KV pool, shared by all sequences: kv_memory bytes, else ctx tokens, else
@@ -69,6 +78,11 @@ struct EngineOptions {
   int64_t block_size = 16;       // positions per KV block
   int64_t max_seqs = 64;         // sequences running at once
   int64_t batch_tokens = 256;    // tokens per step (decode rows + prompt chunks)
+  // Inter-token latency target of running streams while prompts are prefilled beside them: a
+  // step with decode rows takes only as many prompt tokens as a cost model, learned from this
+  // engine's own steps, predicts to fit. 0: 2.5x the step of the decode rows alone (streams slow
+  // at most that much during a long prefill); negative: no target, every step up to batch_tokens.
+  double itl_target_ms = 0;
   double batch_wait_ms = 2;      // an idle engine waits this long to gather arrivals into one step
   int64_t max_queue = 1024;      // waiting requests beyond this are rejected
   bool prefix_cache = true;
@@ -85,6 +99,14 @@ struct EngineOptions {
   // why), 0 none; a positive count asks for the GPU and fails without one. Splitting a model
   // between the GPU and the CPU is not built yet: a count below the model's layers is refused.
   int gpu_layers = -1;
+  // Speculation (see SpecMode). How many tokens to guess adapts per sequence to its acceptance
+  // rate and to the step's load, between spec_min_guesses and spec_max_guesses (a minimum
+  // guesses whatever the cost: llama.cpp's --draft-min); requests opt out by
+  // Request::speculative. draft_model: same vocabulary as the model.
+  SpecMode spec = SpecMode::kOff;
+  std::shared_ptr<const Model> draft_model;
+  int spec_max_guesses = 8;
+  int spec_min_guesses = 0;
   // Where this engine's messages go (the device it runs on, session files it could not use);
   // empty: the process-wide callback (set_log_callback), by default stderr.
   LogCallback log;
@@ -103,12 +125,18 @@ struct EngineStats {
   int64_t block_size = 0;
   int64_t sessions = 0, session_blocks = 0;
   int64_t sessions_saved = 0, sessions_restored = 0, session_files_rejected = 0;
+  int64_t spec_guessed = 0;   // guessed tokens verified (speculation)
+  int64_t spec_accepted = 0;  // of which the model agreed with
   int64_t max_seq_tokens = 0;  // the longest sequence (prompt + generation) a request may have
   // Steps by how many tokens and how many sequences they ran: counts per bucket, bucket i
   // holding sizes in (kStepBucketBounds[i-1], kStepBucketBounds[i]] (the last: above 1024).
   static constexpr int kStepBuckets = 12;
   std::array<int64_t, kStepBuckets> step_tokens{}, step_seqs{};
   int64_t step_tokens_sum = 0, step_seqs_sum = 0;
+  // The step cost model (seconds = base + per decode row + per prompt token + per query-position
+  // pair of attention) as fitted so far, and the inter-token target of the last step it bounded.
+  std::array<double, 4> step_cost{};
+  double itl_target_s = 0;
 };
 inline constexpr std::array<double, EngineStats::kStepBuckets - 1> kStepBucketBounds = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
 

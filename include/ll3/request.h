@@ -99,6 +99,9 @@ struct Request {
   // so the next turn computes only its new tokens.
   std::string session_id;
   int priority = 0;                // higher runs first; FCFS within a priority
+  // Guess and verify ahead when the engine speculates (EngineOptions::spec): the same tokens,
+  // sooner. False opts this request out.
+  bool speculative = true;
 
   // Return false to stop the request (finish reason kCancelled).
   std::function<bool(const TokenEvent&)> on_token;

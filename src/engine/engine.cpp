@@ -1,32 +1,15 @@
 // The engine: the request queue and the loop that turns scheduler steps into forward passes,
 // samples, and callbacks. One thread runs the loop; submit / cancel / stats only touch the
-// inbox under a mutex. A step is plan -> run -> sample -> deliver (Engine::Impl::step).
+// inbox under a mutex. A step (engine_step.cpp) is guess -> plan -> run -> sample -> verify ->
+// deliver; the guessing and verifying of speculative decoding are in engine_spec.cpp.
 #include "ll3/engine.h"
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
-#include <condition_variable>
 #include <cstdio>
-#include <cstring>
 #include <future>
-#include <mutex>
-#include <thread>
-#include <unordered_map>
-#include <unordered_set>
 
-#include "backend/runner.h"
-#include "core/log.h"
 #include "core/resource_limits.h"
-#include "core/thread_pool.h"
-#include "engine/model_impl.h"
-#include "engine/sampler.h"
-#include "engine/scheduler.h"
-#include "engine/session_store.h"
-#include "engine/stop_strings.h"
-#include "kv/block_pool.h"
-#include "kv/kv_cache.h"
-#include "kv/kv_manager.h"
+#include "engine/engine_impl.h"
 
 namespace ll3 {
 
@@ -39,10 +22,7 @@ const char* finish_reason_name(FinishReason r) {
   }
   return "error";
 }
-
 namespace {
-
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 DType kv_dtype(KvType t) {
   switch (t) {
@@ -58,52 +38,6 @@ int64_t kv_bytes_per_token(const LlamaConfig& c, DType t) {
   const int64_t row = c.n_kv_heads * static_cast<int64_t>(dtype_row_bytes(t, c.head_dim));  // as KvCache lays it out
   return 2 * c.n_layers * row;
 }
-
-// The log-softmax of `row` at `target`, and the k (<= kMaxTopLogprobs) best into `top`, best
-// first, ties to the lower id. `top` has room for k: nothing is allocated.
-float log_softmax_at(const float* row, int64_t V, int32_t target, int k, std::vector<TopLogprob>* top) {
-  float mx = -INFINITY;
-  for (int64_t v = 0; v < V; ++v) mx = std::max(mx, row[v]);
-  double sum = 0;
-  for (int64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(row[v] - mx));
-  const float lse = mx + static_cast<float>(std::log(sum));
-  top->clear();
-  for (int64_t v = 0; v < V && k > 0; ++v) {
-    if (static_cast<int>(top->size()) == k && row[v] - lse <= top->back().logprob) continue;
-    TopLogprob t{static_cast<int32_t>(v), row[v] - lse};
-    auto pos = std::find_if(top->begin(), top->end(), [&](const TopLogprob& x) { return t.logprob > x.logprob; });
-    top->insert(pos, t);
-    if (static_cast<int>(top->size()) > k) top->pop_back();
-  }
-  return row[target] - lse;
-}
-
-// One request as the engine thread sees it. Its tokens and KV are the scheduler's.
-struct Seq {
-  Seq(Request r, const Tokenizer& tok)
-      : req(std::move(r)), sampler(req.sampling), decoder(tok), stops(req.stop) {
-    // Room for any token's text up front: the per-token path then never allocates.
-    ev.piece.reserve(256);
-    ev.text.reserve(512);
-    decoded.reserve(256);
-  }
-  RequestId id = 0;
-  Request req;
-  std::vector<int32_t> prompt;  // until the engine thread hands it to the scheduler
-  int64_t max_len = 0;          // the most tokens the sequence can hold
-  SamplerState sampler;
-  StreamDecoder decoder;
-  StopStringMatcher stops;
-  int64_t n_generated = 0;
-  double t_submit = 0, t_scheduled = 0, t_first = 0;
-  bool done = false;
-  int32_t sampled = -1;
-  TokenEvent ev;
-  std::vector<PromptTokenLogprob> prompt_lps;  // Request::prompt_logprobs: entry i is token i + 1
-  std::string decoded;  // this token's complete UTF-8 text (capacity reused)
-  std::string session_warning;
-};
-
 // A request's own fields (not whether it fits): the first one at fault, named as Request names it.
 Status validate_request(const Request& r, int64_t n_vocab) {
   if (r.tokens.empty()) return Status::invalid("the prompt is empty", "prompt");
@@ -137,90 +71,6 @@ Status validate_request(const Request& r, int64_t n_vocab) {
 
 }  // namespace
 
-struct Engine::Impl {
-  std::shared_ptr<const Model> model;
-  const LlamaModel& m;
-  const Tokenizer& tok;
-  EngineOptions opt;
-  Logger log;
-  int64_t max_seq_tokens = 0;
-
-  std::unique_ptr<ThreadPool> pool;
-  std::unique_ptr<KvCache> kv;
-  std::unique_ptr<BlockPool> blocks;
-  std::unique_ptr<KvManager> kvm;
-  std::unique_ptr<Scheduler> sched;
-  std::unique_ptr<SessionStore> sessions;
-  std::unique_ptr<ModelRunner> runner;
-  std::vector<std::unique_ptr<Sampler>> samplers;  // one per pool thread
-
-  // Per step, sized once.
-  std::vector<SeqBatch> plan_seqs;
-  std::vector<int32_t> plan_rows;
-  std::vector<float> logits;      // (min(max_seqs, batch_tokens) + prompt logit rows, n_vocab)
-  struct SampleRow {
-    Seq* seq;
-    const std::vector<int32_t>* history;  // its tokens so far (penalties)
-    int32_t row;                          // its logits row
-  };
-  std::vector<SampleRow> to_sample;
-  struct PromptRow {
-    Seq* seq;
-    int64_t pos;  // the row's position: its logits score prompt token pos + 1
-    int32_t row;
-  };
-  std::vector<PromptRow> prompt_rows;
-  int64_t step_prompt_tokens = 0;  // prompt tokens the step computes
-
-  // Shared with the callers' threads, under mu.
-  mutable std::mutex mu;
-  std::condition_variable wake, idle;
-  std::vector<std::unique_ptr<Seq>> inbox;
-  std::vector<RequestId> cancels;
-  std::unordered_set<RequestId> live;  // submitted, not finished
-  int64_t queued = 0;                  // submitted, not yet admitted
-  bool stopping = false;
-  bool settled = true;  // stats published since the last finish (wait_idle waits for it)
-  bool save_requested = false;  // save_sessions() waits for the loop to clear it
-  bool written = false;         // a session write finished: the loop reaps it
-  bool writes_pending = false;  // session writes not yet reaped (wait_idle waits for them)
-  Status save_result;
-  RequestId next_id = 1;
-  EngineStats stats;
-
-  // The engine thread's own.
-  std::unordered_map<RequestId, std::unique_ptr<Seq>> seqs;
-  std::thread thread;
-
-  Impl(std::shared_ptr<const Model> mod, const EngineOptions& o)
-      : model(std::move(mod)),
-        m(*model_impl(*model).llama),
-        tok(*model_impl(*model).tokenizer),
-        opt(o),
-        log(o.log) {}
-
-  Status init();
-  Status make_kv();
-  Result<int64_t> fit_memory_limit(int64_t tokens, int64_t per_token) const;
-  Result<RequestId> submit(Request r);
-  Status check_fits(int64_t n_prompt, int64_t max_tokens) const;
-  void loop();
-  void take_inbox();
-  bool save_now();
-  void publish_stats();
-
-  // One step: plan -> run -> sample -> deliver.
-  void step();
-  void note_admissions(const SchedulerOutput& out);
-  BatchPlan plan(const SchedulerOutput& out);
-  void count_step(const SchedulerOutput& out);
-  void score_prompts();
-  void sample_all();
-  void deliver();
-  void handle_token(Seq* s);
-  void finish(Seq* s, FinishReason reason, const std::string& error = "");
-  void keep_session(Seq* s);
-};
 
 // Serves a save_sessions() call, on this thread (the sessions and the pool are its own).
 bool Engine::Impl::save_now() {
@@ -317,6 +167,14 @@ Status Engine::Impl::init() {
   if (opt.block_size < 1 || opt.block_size > 1024) return Status::invalid("block size must be in 1..1024", "block_size");
   if (opt.max_seqs < 1) return Status::invalid("max_seqs must be at least 1", "max_seqs");
   if (opt.batch_tokens < 1) return Status::invalid("batch_tokens must be at least 1", "batch_tokens");
+  if (!std::isfinite(opt.itl_target_ms)) return Status::invalid("itl_target_ms must be a number of milliseconds", "itl_target_ms");
+  if (opt.spec_max_guesses < 1 || opt.spec_max_guesses > 32) {
+    return Status::invalid("spec_max_guesses must be in 1..32", "spec_max_guesses");
+  }
+  if (opt.spec_min_guesses < 0 || opt.spec_min_guesses > opt.spec_max_guesses) {
+    return Status::invalid("spec_min_guesses must be in 0..spec_max_guesses", "spec_min_guesses");
+  }
+  if (opt.spec == SpecMode::kDraft && !opt.draft_model) return Status::invalid("speculation by a draft model needs one", "draft_model");
   if (opt.max_queue < 0 || opt.kv_memory < 0 || opt.ctx < 0 || opt.session_memory < 0 || !(opt.batch_wait_ms >= 0)) {
     return Status::error("engine options must not be negative", StatusCode::kInvalid);
   }
@@ -326,6 +184,14 @@ Status Engine::Impl::init() {
   so.batch_tokens = opt.batch_tokens;
   so.max_seqs = opt.max_seqs;
   so.max_seq_blocks = (max_seq_tokens + opt.block_size - 1) / opt.block_size;
+  // Guesses get logit rows of their own: up to 64 a step, shared (32 MB at a 128k vocabulary).
+  if (opt.spec != SpecMode::kOff) so.draft_rows = std::min<int64_t>(64, opt.max_seqs * opt.spec_max_guesses);
+  // Prompt chunks beside running streams are sized to an inter-token target by a cost model
+  // of this engine's own steps (Scheduler, StepCostModel).
+  step_cost = std::make_unique<StepCostModel>(StepCostModel::prior_for(m.config, static_cast<double>(m.weight_bytes())));
+  so.cost = step_cost.get();
+  so.itl_target_s = opt.itl_target_ms / 1e3;
+  so.min_prompt_chunk = opt.block_size;
   sched = std::make_unique<Scheduler>(*kvm, so);
   RunnerOptions ro;
   ro.gpu_layers = opt.gpu_layers;
@@ -336,11 +202,14 @@ Status Engine::Impl::init() {
   Result<std::unique_ptr<ModelRunner>> r = make_runner(m, *kv, *pool, ro);
   if (!r.ok()) return r.status();
   runner = std::move(r.value());
+  if (opt.spec == SpecMode::kDraft) LL3_RETURN_IF_ERROR(make_draft(ro));
   const int64_t V = m.config.n_vocab;
   for (int t = 0; t < pool->size(); ++t) samplers.push_back(std::make_unique<Sampler>(static_cast<int32_t>(V)));
   plan_seqs.reserve(static_cast<size_t>(opt.max_seqs));
   to_sample.reserve(static_cast<size_t>(opt.max_seqs));
-  const int64_t rows = std::min(opt.max_seqs, opt.batch_tokens) + so.prompt_logit_rows;
+  const int64_t rows = std::min(opt.max_seqs, opt.batch_tokens) + so.prompt_logit_rows + so.draft_rows;
+  draft_jobs.reserve(static_cast<size_t>(opt.max_seqs));
+  guessed.reserve(static_cast<size_t>(opt.max_seqs));
   plan_rows.reserve(static_cast<size_t>(rows));
   prompt_rows.reserve(static_cast<size_t>(rows));
   logits.resize(static_cast<size_t>(rows * V));
@@ -371,7 +240,7 @@ Result<RequestId> Engine::Impl::submit(Request r) {
   LL3_RETURN_IF_ERROR(validate_request(r, m.config.n_vocab));
   const int64_t n = static_cast<int64_t>(r.tokens.size());
   LL3_RETURN_IF_ERROR(check_fits(n, r.max_tokens));
-  auto s = std::make_unique<Seq>(std::move(r), tok);
+  auto s = std::make_unique<Seq>(std::move(r), tok, opt.spec_max_guesses);
   s->prompt = std::move(s->req.tokens);
   s->max_len = s->req.max_tokens >= 0 ? n + s->req.max_tokens : max_seq_tokens;
   if (s->req.prompt_logprobs >= 0) {
@@ -381,7 +250,7 @@ Result<RequestId> Engine::Impl::submit(Request r) {
       s->prompt_lps[i - 1].top_logprobs.reserve(static_cast<size_t>(s->req.prompt_logprobs) + 1);
     }
   }
-  s->t_submit = now();
+  s->t_submit = now_seconds();
   std::lock_guard<std::mutex> lk(mu);
   if (stopping) return Status::error("the engine is shutting down", StatusCode::kUnavailable);
   if (queued >= opt.max_queue) {
@@ -416,6 +285,7 @@ void Engine::Impl::take_inbox() {
       }
     }
     sched->add(s->id, std::move(s->prompt), s->max_len, s->req.priority, s->req.prompt_logprobs >= 0);
+    if (draft && s->req.speculative) draft->open(s->id, s->max_len);
     const RequestId id = s->id;
     seqs.emplace(id, std::move(s));
   }
@@ -431,8 +301,10 @@ void Engine::Impl::keep_session(Seq* s) {
   if (q.n_computed == 0) return;
   kvm->name_tail(s->id, q.tokens, q.n_computed);
   const int64_t bs = blocks->block_size();
-  const size_t nb = static_cast<size_t>((q.n_computed + bs - 1) / bs);
-  sessions->pin(s->req.session_id, std::span<const int32_t>(q.tokens).first(static_cast<size_t>(q.n_computed)),
+  // What the client saw: not the guesses accepted after a stop (their KV is valid all the same).
+  const int64_t n = std::min(q.n_computed, s->keep_limit);
+  const size_t nb = static_cast<size_t>((n + bs - 1) / bs);
+  sessions->pin(s->req.session_id, std::span<const int32_t>(q.tokens).first(static_cast<size_t>(n)),
                 kvm->blocks(s->id).first(nb));
 }
 
@@ -452,7 +324,7 @@ void Engine::Impl::finish(Seq* s, FinishReason reason, const std::string& error)
   info.cached_tokens = q.cached_tokens;
   info.completion_tokens = s->n_generated;
   info.preemptions = q.preemptions;
-  const double t = now();
+  const double t = now_seconds();
   info.queued_seconds = (s->t_scheduled > 0 ? s->t_scheduled : t) - s->t_submit;
   info.first_token_seconds = s->t_first > 0 ? s->t_first - s->t_submit : 0;
   info.total_seconds = t - s->t_submit;
@@ -460,6 +332,7 @@ void Engine::Impl::finish(Seq* s, FinishReason reason, const std::string& error)
   const bool was_waiting = !q.admitted_once;
   if (!s->req.session_id.empty() && reason != FinishReason::kError) keep_session(s);
   sched->remove(s->id);
+  if (draft) draft->close(s->id);
   if (s->req.on_finish) s->req.on_finish(info);
   std::lock_guard<std::mutex> lk(mu);
   live.erase(s->id);
@@ -468,181 +341,6 @@ void Engine::Impl::finish(Seq* s, FinishReason reason, const std::string& error)
   settled = false;
 }
 
-// Samples the next token of every sequence whose logits this step made, in parallel (one
-// sampler's scratch per thread), with log-probabilities where asked.
-void Engine::Impl::sample_all() {
-  const int64_t V = m.config.n_vocab;
-  pool->parallel_for_dynamic(static_cast<int64_t>(to_sample.size()), 1, [&](int64_t b, int64_t e, int thread) {
-    for (int64_t i = b; i < e; ++i) {
-      const SampleRow& sr = to_sample[i];
-      Seq* s = sr.seq;
-      const float* row = &logits[static_cast<size_t>(sr.row * V)];
-      s->sampled = samplers[thread]->sample(s->sampler, row, *sr.history);
-      if (!s->req.logprobs && s->req.top_logprobs == 0) continue;
-      s->ev.logprob = log_softmax_at(row, V, s->sampled, s->req.top_logprobs, &s->ev.top_logprobs);
-    }
-  });
-}
-
-// The log-probabilities of the prompt tokens this step's rows scored, in parallel.
-void Engine::Impl::score_prompts() {
-  const int64_t V = m.config.n_vocab;
-  pool->parallel_for_dynamic(static_cast<int64_t>(prompt_rows.size()), 1, [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) {
-      const PromptRow& pr = prompt_rows[i];
-      PromptTokenLogprob& lp = pr.seq->prompt_lps[static_cast<size_t>(pr.pos)];
-      lp.logprob = log_softmax_at(&logits[static_cast<size_t>(pr.row * V)], V, lp.token, pr.seq->req.prompt_logprobs,
-                                  &lp.top_logprobs);
-    }
-  });
-}
-
-void Engine::Impl::handle_token(Seq* s) {
-  const int32_t t = s->sampled;
-  if (s->req.max_tokens == 0) {  // the prompt only
-    finish(s, FinishReason::kLength);
-    return;
-  }
-  if (!s->req.ignore_eos && tok.is_eog(t)) {
-    finish(s, FinishReason::kStop);
-    return;
-  }
-  const double tn = now();
-  if (s->n_generated == 0) s->t_first = tn;
-  ++s->n_generated;
-  s->ev.index = s->n_generated - 1;
-  s->ev.token = t;
-  s->ev.piece.assign(tok.piece(t));
-  s->decoder.push(t, &s->decoded);
-  StopStringMatcher::Step sp = s->stops.feed(s->decoded);
-  s->ev.text.assign(sp.emit);
-  s->ev.seconds = tn - s->t_submit;
-  const bool keep = !s->req.on_token || s->req.on_token(s->ev);
-  {
-    std::lock_guard<std::mutex> lk(mu);
-    ++stats.generated_tokens;
-  }
-  if (sp.stopped) {
-    finish(s, FinishReason::kStop);
-  } else if (!keep) {
-    finish(s, FinishReason::kCancelled);
-  } else if ((s->req.max_tokens >= 0 && s->n_generated >= s->req.max_tokens) ||
-             static_cast<int64_t>(sched->seq(s->id).tokens.size()) + 1 > max_seq_tokens) {
-    finish(s, FinishReason::kLength);
-  } else {
-    sched->append(s->id, t);
-  }
-}
-
-// Queue statistics of the sequences this step admitted or preempted.
-void Engine::Impl::note_admissions(const SchedulerOutput& out) {
-  const double t0 = now();
-  std::lock_guard<std::mutex> lk(mu);
-  for (RequestId id : out.admitted) {
-    Seq* s = seqs.at(id).get();
-    if (s->t_scheduled > 0) continue;  // readmitted after a preemption
-    s->t_scheduled = t0;
-    const SeqState& q = sched->seq(id);
-    --queued;
-    stats.prompt_tokens += q.n_prompt;
-    stats.prompt_tokens_cached += q.cached_tokens;
-  }
-  stats.preemptions += static_cast<int64_t>(out.preempted.size());
-}
-
-// The runner's view of the step, and which logits rows are sampled or score a prompt.
-BatchPlan Engine::Impl::plan(const SchedulerOutput& out) {
-  plan_seqs.clear();
-  plan_rows.clear();
-  to_sample.clear();
-  prompt_rows.clear();
-  step_prompt_tokens = 0;
-  for (const ScheduledSeq& it : out.seqs) {
-    SeqBatch sb;
-    sb.n_past = static_cast<int32_t>(it.n_past);
-    sb.token_begin = it.token_begin;
-    sb.n_tokens = static_cast<int32_t>(it.n_tokens);
-    sb.block_table = out.block_table(it);
-    plan_seqs.push_back(sb);
-    Seq* s = seqs.at(it.id).get();
-    const SeqState& q = sched->seq(it.id);
-    if (it.all_logits) {
-      // Every row: row i scores prompt token n_past + i + 1 (the last row of the prompt scores
-      // none; it samples).
-      for (int64_t i = 0; i < it.n_tokens; ++i) {
-        const int64_t pos = it.n_past + i;
-        if (pos + 1 < q.n_prompt) prompt_rows.push_back({s, pos, static_cast<int32_t>(plan_rows.size())});
-        if (i + 1 < it.n_tokens) plan_rows.push_back(sb.token_begin + static_cast<int32_t>(i));
-      }
-    }
-    const int32_t last = sb.token_begin + sb.n_tokens - 1;
-    if (it.logits || it.all_logits) plan_rows.push_back(last);
-    if (it.logits) to_sample.push_back({s, &q.tokens, static_cast<int32_t>(plan_rows.size() - 1)});
-    step_prompt_tokens += std::max<int64_t>(0, std::min(it.n_past + it.n_tokens, q.n_prompt) - it.n_past);
-  }
-  BatchPlan p;
-  p.tokens = out.tokens;
-  p.seqs = plan_seqs;
-  p.logit_rows = plan_rows;
-  return p;
-}
-
-// Step statistics: counts and the histograms of tokens and sequences per step.
-void Engine::Impl::count_step(const SchedulerOutput& out) {
-  auto bucket = [](int64_t n) {
-    size_t b = 0;
-    while (b < kStepBucketBounds.size() && static_cast<double>(n) > kStepBucketBounds[b]) ++b;
-    return b;
-  };
-  const int64_t n_seqs = static_cast<int64_t>(out.seqs.size());
-  std::lock_guard<std::mutex> lk(mu);
-  ++stats.steps;
-  stats.prompt_tokens_computed += step_prompt_tokens;
-  ++stats.step_tokens[bucket(out.n_tokens)];
-  ++stats.step_seqs[bucket(n_seqs)];
-  stats.step_tokens_sum += out.n_tokens;
-  stats.step_seqs_sum += n_seqs;
-}
-
-// Hands each sampled token to its request (after the prompt's log-probabilities, if asked).
-void Engine::Impl::deliver() {
-  for (const SampleRow& sr : to_sample) {
-    Seq* s = sr.seq;
-    if (s->done) continue;
-    if (sched->seq(s->id).all_logits) {
-      // The prompt is scored: hand it over before the first token (and use the cache again if
-      // the sequence is ever recomputed).
-      sched->prompt_scored(s->id);
-      if (s->req.on_prompt) s->req.on_prompt(s->prompt_lps);
-    }
-    handle_token(s);
-  }
-}
-
-void Engine::Impl::step() {
-  const SchedulerOutput& out = sched->schedule();
-  note_admissions(out);
-  if (out.seqs.empty()) {
-    // Nothing fits even with every cached block evicted and every session unpinned: the
-    // oldest waiting request cannot run (submit's checks make this unreachable).
-    if (sched->n_running() == 0 && sched->n_waiting() > 0) {
-      finish(seqs.at(sched->next_waiting()).get(), FinishReason::kError, "the request does not fit the KV pool");
-    }
-    return;
-  }
-  // Copy on write of partly matching cached blocks, before anything writes the pool.
-  for (const BlockCopy& c : out.copies) kv->copy_positions(c.src, c.dst, c.n_tokens);
-  Status st = runner->forward(plan(out), logits.data());
-  if (!st.ok()) {
-    for (const ScheduledSeq& it : out.seqs) finish(seqs.at(it.id).get(), FinishReason::kError, st.message());
-    return;
-  }
-  sched->computed(out);
-  count_step(out);
-  score_prompts();
-  sample_all();
-  deliver();
-}
 
 void Engine::Impl::publish_stats() {
   std::lock_guard<std::mutex> lk(mu);

@@ -169,7 +169,7 @@ double Sampler::uniform01() {
   return static_cast<double>(st_->rng() >> 11) * 0x1.0p-53;
 }
 
-void Sampler::apply_penalties(const std::vector<int32_t>& history) {
+void Sampler::apply_penalties(std::span<const int32_t> history) {
   const SamplingParams& p = st_->params;
   if (p.repeat_last_n == 0 || history.empty()) return;
   if (p.repeat_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f) {
@@ -246,7 +246,7 @@ size_t Sampler::truncate() {
   return use_top_p ? top_p_prefix(c, n, m, sorted, max_logit, p.top_p) : m;
 }
 
-int32_t Sampler::draw(size_t n) {
+int32_t Sampler::draw(size_t n, int32_t draft, bool* accepted) {
   Candidate* c = cand_.data();
   float max_logit = kNegInf;
   size_t best = 0;
@@ -256,34 +256,54 @@ int32_t Sampler::draw(size_t n) {
       best = i;
     }
   }
+  auto answer = [&](int32_t t) {
+    if (accepted) *accepted = t == draft;
+    return t;
+  };
   if (max_logit == kNegInf) {
     // Every candidate masked: no distribution to draw from; answer deterministically.
     int32_t lowest = c[0].id;
     for (size_t i = 1; i < n; ++i) lowest = std::min(lowest, c[i].id);
-    return lowest;
+    return answer(lowest);
   }
-  if (n == 1) return c[best].id;
+  if (n == 1) return answer(c[best].id);
 
   // Temperature is folded into the exponent rather than dividing the logits, so a huge logit
   // over a small temperature cannot overflow to inf.
   const float inv_t = 1.0f / st_->params.temperature;
   float* w = weights_.data();
   double sum = 0.0;
+  size_t guess = n;  // the draft's candidate index, n when it is not a candidate
   for (size_t i = 0; i < n; ++i) {
     float x = c[i].logit == kNegInf ? kNegInf : (c[i].logit - max_logit) * inv_t;
     w[i] = std::exp(x);
     sum += w[i];
+    if (c[i].id == draft) guess = i;
+  }
+  if (guess < n) {
+    // Keep the guess with probability p(draft); else draw from the rest, renormalized.
+    if (uniform01() * sum < w[guess]) return answer(draft);
+    sum -= w[guess];
+    w[guess] = 0;
+    if (!(sum > 0)) return answer(draft);  // rounding: the guess held all the mass
   }
   const double u = uniform01() * sum;
   double cum = 0.0;
   for (size_t i = 0; i < n; ++i) {
     cum += w[i];
-    if (u < cum) return c[i].id;
+    if (u < cum) return answer(c[i].id);
   }
-  return c[best].id;  // rounding left u at the very top of the range
+  // Rounding left u at the very top of the range: the best candidate, unless it was the
+  // rejected guess.
+  if (w[best] > 0) return answer(c[best].id);
+  for (size_t i = n; i-- > 0;) {
+    if (w[i] > 0) return answer(c[i].id);
+  }
+  return answer(c[best].id);
 }
 
-int32_t Sampler::sample(SamplerState& state, const float* logits, const std::vector<int32_t>& history) {
+int32_t Sampler::verify(SamplerState& state, const float* logits, std::span<const int32_t> history, int32_t draft,
+                        bool* accepted) {
   st_ = &state;
   const size_t n = size_t(n_vocab_);
   float* w = work_.data();
@@ -295,8 +315,12 @@ int32_t Sampler::sample(SamplerState& state, const float* logits, const std::vec
   }
   apply_penalties(history);
 
-  if (state.params.temperature <= 0.0f) return argmax(w, n_vocab_);
-  return draw(truncate());
+  if (state.params.temperature <= 0.0f) {
+    const int32_t t = argmax(w, n_vocab_);
+    if (accepted) *accepted = t == draft;
+    return t;
+  }
+  return draw(truncate(), draft, accepted);
 }
 
 }  // namespace ll3

@@ -9,10 +9,12 @@
 
 #include <cstdint>
 
+#include <random>
+#include <span>
+#include <vector>
+
 #include "core/status.h"
 #include "ll3/request.h"
-#include <random>
-#include <vector>
 
 namespace ll3 {
 
@@ -50,8 +52,18 @@ class Sampler {
   // caller decides whether the prompt counts); only its last repeat_last_n entries are read, and
   // ids outside [0, n_vocab) are ignored. NaN logits count as -inf. If every logit is -inf the
   // result is the first token.
-  int32_t sample(SamplerState& state, const float* logits, const std::vector<int32_t>& history);
+  int32_t sample(SamplerState& state, const float* logits, const std::vector<int32_t>& history) {
+    return verify(state, logits, history, -1, nullptr);
+  }
   int32_t sample(const float* logits, const std::vector<int32_t>& history) { return sample(own_, logits, history); }
+
+  // Speculative verification of a guessed token `draft` (-1: none, a plain sample). The guess
+  // was made deterministically (n-gram lookup, a draft model's argmax), so the rejection rule of
+  // Leviathan et al. with a point-mass draft distribution keeps the target distribution exactly:
+  // the guess is kept with probability p(draft); otherwise the answer is drawn from p without
+  // the guess, renormalized. Greedy (temperature 0) keeps it iff it is the argmax. *accepted
+  // (may be null) says whether the answer is the guess.
+  int32_t verify(SamplerState& state, const float* logits, std::span<const int32_t> history, int32_t draft, bool* accepted);
 
   // Restart the own state's random stream (kRandomSeed => a fresh random seed).
   void reset(uint64_t seed) { own_.reset(seed); }
@@ -65,13 +77,15 @@ class Sampler {
     int32_t id;
   };
 
-  void apply_penalties(const std::vector<int32_t>& history);
+  void apply_penalties(std::span<const int32_t> history);
   // Fills cand_[0, k) with the k best tokens of work_, best first; returns k.
   size_t select_top_k(size_t k);
   // Builds the candidates from work_ and truncates them by top-k, top-p and min-p; returns
   // how many remain in cand_.
   size_t truncate();
-  int32_t draw(size_t n);
+  // Draws among the n candidates; a draft among them is kept with its probability, else the
+  // draw is among the others (see verify).
+  int32_t draw(size_t n, int32_t draft, bool* accepted);
   double uniform01();
 
   SamplerState own_;

@@ -96,4 +96,13 @@ void KvManager::drop(uint64_t id) {
   reset(s);
 }
 
+void KvManager::trim(uint64_t id, int64_t end) {
+  SeqBlocks& s = seqs_.at(id);
+  const size_t keep = static_cast<size_t>((end + pool_.block_size() - 1) / pool_.block_size());
+  while (s.blocks.size() > keep && static_cast<int64_t>(s.blocks.size()) > s.named) {
+    pool_.release(s.blocks.back());
+    s.blocks.pop_back();
+  }
+}
+
 }  // namespace ll3

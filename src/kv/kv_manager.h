@@ -55,6 +55,9 @@ class KvManager {
   void free(uint64_t id, std::span<const int32_t> tokens, int64_t n_computed);
   // Releases id's blocks without naming anything (an admission that found no room).
   void drop(uint64_t id);
+  // Shrinks id's table to the blocks that hold `end` positions, releasing the rest (the rows of
+  // rejected speculative tokens). Those blocks were grown for them, never shared or named.
+  void trim(uint64_t id, int64_t end);
 
   std::span<const int32_t> blocks(uint64_t id) const { return seqs_.at(id).blocks; }
   // Blocks that allocate() can still hand out without reclaiming: free plus cached.

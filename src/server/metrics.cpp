@@ -105,6 +105,10 @@ std::string Metrics::render(const EngineStats* stats, const ServerGauges& g) con
   counter(out, "ll3_requests_rejected_total", "Requests the engine refused because its queue was full.",
           static_cast<double>(st.requests_rejected));
   counter(out, "ll3_engine_steps_total", "Forward steps the engine ran.", static_cast<double>(st.steps));
+  counter(out, "ll3_spec_drafted_tokens_total", "Guessed tokens verified by speculative decoding.",
+          static_cast<double>(st.spec_guessed));
+  counter(out, "ll3_spec_accepted_tokens_total", "Guessed tokens the model agreed with (kept).",
+          static_cast<double>(st.spec_accepted));
   counter(out, "ll3_http_connections_total", "TCP connections accepted.", static_cast<double>(g.connections_total));
   write_histogram(out, "ll3_time_to_first_token_seconds", "Time from submission to the first generated token.", ttft.snapshot());
   write_histogram(out, "ll3_inter_token_latency_seconds", "Time between consecutive tokens of a request.", itl.snapshot());
@@ -130,6 +134,8 @@ std::string Metrics::render(const EngineStats* stats, const ServerGauges& g) con
   gauge(out, "ll3_kv_cache_blocks_cached", "Unreferenced KV blocks kept for the prefix cache.", static_cast<double>(st.kv_blocks_cached));
   gauge(out, "ll3_kv_cache_blocks", "KV blocks in the pool.", static_cast<double>(st.kv_blocks));
   gauge(out, "ll3_sessions", "Sessions with pinned KV.", static_cast<double>(st.sessions));
+  gauge(out, "ll3_spec_acceptance_rate", "Share of guessed tokens kept since the start (0 before any guess).",
+        st.spec_guessed > 0 ? static_cast<double>(st.spec_accepted) / static_cast<double>(st.spec_guessed) : 0.0);
   gauge(out, "ll3_http_connections_open", "Open TCP connections.", static_cast<double>(g.connections_open));
   gauge(out, "ll3_http_requests_in_flight", "Generation requests not yet answered.", static_cast<double>(g.requests_in_flight));
   gauge(out, "ll3_model_loaded", "1 once the model is loaded and the engine serves.", g.model_loaded ? 1 : 0);

@@ -240,9 +240,10 @@ ApiError parse_stream(const ojson& b, ApiRequest* r) {
   return {};
 }
 
-// The engine request's own fields: ignore_eos, session_id, priority.
+// The engine request's own fields: ignore_eos, session_id, priority, speculative.
 ApiError parse_engine_fields(const ojson& b, Request* base) {
   RETURN_IF_API_ERROR(get_bool(b, "ignore_eos", &base->ignore_eos));
+  RETURN_IF_API_ERROR(get_bool(b, "speculative", &base->speculative));
   RETURN_IF_API_ERROR(get_string(b, "session_id", &base->session_id));
   if (base->session_id.size() > kMaxSessionIdBytes) {
     return invalid_request("'session_id' is longer than " + std::to_string(kMaxSessionIdBytes) + " bytes", "session_id");

@@ -377,6 +377,10 @@ TEST(Cli, BenchParallelReportsEveryTest) {
   EXPECT_GT(j["session"]["after_restart_s"].get<double>(), 0.0);
   EXPECT_EQ(j["fairness"]["streams"], 2);
   EXPECT_GT(j["fairness"]["intervals"].get<int64_t>(), 0);
+  EXPECT_GT(j["fairness"]["intervals_before"].get<int64_t>(), 0);
+  EXPECT_GT(j["fairness"]["itl_before_p50_s"].get<double>(), 0.0);
+  EXPECT_GT(j["fairness"]["ttft_idle_s"].get<double>(), 0.0);
+  EXPECT_GT(j["fairness"]["ttft_over_idle"].get<double>(), 0.0);
   EXPECT_NE(j["runs_on"].get<std::string>().find("cpu"), std::string::npos) << j["runs_on"];
   EXPECT_EQ(run_command(ll3() + " bench --parallel 1,x -m " + tiny(), true).exit_code, 2);
 }
