@@ -199,10 +199,11 @@ Result<std::string> find_llama3_tokenizer_dir(const std::string& flag) {
 namespace {
 
 // The llama.* keys and their order as llama.cpp's converter writes them.
-void set_llama_keys(GgufWriter& w, const ModelPreset& preset, int64_t n_vocab, DType type) {
+void set_llama_keys(GgufWriter& w, const ModelPreset& preset, int64_t n_vocab, DType type,
+                    const std::string& general_name) {
   const LlamaConfig& c = preset.config;
   w.set_string("general.architecture", "llama");
-  w.set_string("general.name", std::string("ll3 ") + preset.name + " (random weights)");
+  w.set_string("general.name", general_name);
   w.set_u32("llama.context_length", static_cast<uint32_t>(c.context_length));
   w.set_u32("llama.embedding_length", static_cast<uint32_t>(c.dim));
   w.set_u32("llama.block_count", static_cast<uint32_t>(c.n_layers));
@@ -293,8 +294,7 @@ Status add_random_tensors(GgufWriter& w, const ModelPreset& preset, int64_t n_vo
 
 }  // namespace
 
-Status write_preset_model(const ModelPreset& preset, const TokenizerVocab& vocab,
-                          const MakeModelOptions& opt, const std::string& out_path) {
+Status check_make_model_inputs(const MakeModelOptions& opt, const TokenizerVocab& vocab) {
   if (opt.type != DType::F32 && opt.type != DType::F16 && opt.type != DType::BF16) {
     return Status::errorf("make-model: type %s is not supported (f32, f16, bf16)",
                           std::string(dtype_name(opt.type)).c_str());
@@ -302,13 +302,25 @@ Status write_preset_model(const ModelPreset& preset, const TokenizerVocab& vocab
   if (vocab.tokens.empty() || vocab.token_types.size() != vocab.tokens.size()) {
     return Status::error("make-model: the tokenizer vocabulary is empty or inconsistent");
   }
+  return ok_status();
+}
+
+void set_preset_metadata(GgufWriter& w, const ModelPreset& preset, const TokenizerVocab& vocab,
+                         DType type, const std::string& general_name) {
+  set_llama_keys(w, preset, static_cast<int64_t>(vocab.tokens.size()), type, general_name);
+  set_tokenizer_keys(w, vocab);
+}
+
+Status write_preset_model(const ModelPreset& preset, const TokenizerVocab& vocab,
+                          const MakeModelOptions& opt, const std::string& out_path) {
+  LL3_RETURN_IF_ERROR(check_make_model_inputs(opt, vocab));
   const int64_t n_vocab = static_cast<int64_t>(vocab.tokens.size());
   const int threads =
       opt.threads > 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
 
   GgufWriter w;
-  set_llama_keys(w, preset, n_vocab, opt.type);
-  set_tokenizer_keys(w, vocab);
+  set_preset_metadata(w, preset, vocab, opt.type,
+                      std::string("ll3 ") + preset.name + " (random weights)");
   LL3_RETURN_IF_ERROR(add_random_tensors(w, preset, n_vocab, opt, threads));
   return w.write(out_path).with_context("make-model: ");
 }

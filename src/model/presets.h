@@ -15,6 +15,7 @@
 
 namespace ll3 {
 
+class GgufWriter;
 struct TokenizerVocab;
 
 struct ModelPreset {
@@ -45,5 +46,11 @@ struct MakeModelOptions {
 // that the logits are not flat); the same seed gives the same bytes on any thread count.
 Status write_preset_model(const ModelPreset& preset, const TokenizerVocab& vocab,
                           const MakeModelOptions& opt, const std::string& out_path);
+
+// What every make-model writer shares (model/copy_model.h writes other weights): the checks of
+// its options and vocabulary, and the llama.* and tokenizer.* metadata in llama.cpp's order.
+Status check_make_model_inputs(const MakeModelOptions& opt, const TokenizerVocab& vocab);
+void set_preset_metadata(GgufWriter& w, const ModelPreset& preset, const TokenizerVocab& vocab,
+                         DType type, const std::string& general_name);
 
 }  // namespace ll3

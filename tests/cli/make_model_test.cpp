@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <set>
 
 #include "core/half.h"
@@ -227,6 +228,21 @@ TEST(MakeModel, UsageErrors) {
   r = test::run_command(ll3 + "--help", true);
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.output.find("llama3.1-8b"), std::string::npos);
+  EXPECT_NE(r.output.find("--copy"), std::string::npos);
+}
+
+// The copying weights (tests/model/copy_model_test.cpp runs them): a preset too small for them
+// is refused with the reason, and nothing is written.
+TEST(MakeModel, CopyRefusesPresetsTooSmall) {
+  LL3_REQUIRE_SHARED();
+  const std::string out = test::temp_dir() + "/copy-tiny.gguf";
+  auto r = test::run_command(test::ll3_binary() + " make-model --preset tiny --copy --tokenizer " +
+                                 tokenizer_dir() + " --out " + out,
+                             true);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("preset tiny: needs head size 64 or more, not 16"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(std::filesystem::exists(out));
 }
 
 }  // namespace

@@ -331,7 +331,11 @@ TEST(Speculation, GreedyIsTheSameTokensAloneAndWithSixteenOthers) {
     EXPECT_EQ(run_all(*spec, ps, 40, true), want) << "16 at once";
     const EngineStats st = spec->stats();
     EXPECT_GT(st.spec_guessed, 0) << "nothing was guessed: the test would prove nothing";
-    if (c.model == c.draft) EXPECT_EQ(st.spec_accepted, st.spec_guessed);
+    if (c.model == c.draft) {
+      EXPECT_EQ(st.spec_accepted, st.spec_guessed);
+    } else {
+      EXPECT_LT(st.spec_accepted, st.spec_guessed);
+    }
   }
 }
 
