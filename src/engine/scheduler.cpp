@@ -136,7 +136,7 @@ int64_t Scheduler::fit_latency(const SeqState* s, int64_t n) const {
   auto fits = [&](int64_t m) {
     StepShape t = out_.shape;
     t.add(s->n_computed, m, false);
-    return opt_.cost->predict(t) <= target_;
+    return opt_.cost->predict_corrected(t) <= target_;
   };
   // The prediction grows with m (non-negative coefficients): the largest m that fits, by bisection.
   int64_t lo = 0, hi = n;
@@ -246,7 +246,7 @@ const SchedulerOutput& Scheduler::schedule() {
 void Scheduler::schedule_prompts(int64_t* budget) {
   // Bounded while decode rows run; the target is fixed for the step before any prompt is in.
   bounded_ = out_.shape.decode_rows > 0;
-  if (bounded_) target_ = opt_.itl_target_s > 0 ? opt_.itl_target_s : kDefaultItlFactor * opt_.cost->predict(out_.shape);
+  if (bounded_) target_ = opt_.itl_target_s > 0 ? opt_.itl_target_s : kDefaultItlFactor * opt_.cost->predict_corrected(out_.shape);
   auto before = [](const SeqState* a, const SeqState* b) {
     return a->priority > b->priority || (a->priority == b->priority && a->arrival < b->arrival);
   };

@@ -49,6 +49,11 @@ StepCostModel::Coefficients StepCostModel::prior_for(const LlamaConfig& c, doubl
   return {weight_bytes / kBandwidth, row, row, pair};
 }
 
+double StepCostModel::predict_corrected(const StepShape& s) const {
+  const Bias& b = s.prompt_tokens > 0 ? prompt_bias_ : decode_bias_;
+  return predict(s) * std::clamp(b.ratio, 0.5, 2.0);
+}
+
 double StepCostModel::predict(const StepShape& s) const {
   return coef_[0] + coef_[1] * static_cast<double>(s.decode_rows) + coef_[2] * static_cast<double>(s.prompt_tokens) +
          coef_[3] * static_cast<double>(s.attention);
@@ -60,6 +65,13 @@ void StepCostModel::observe(const StepShape& s, double seconds) {
   const double y = std::max(seconds, kMinSeconds);
   double w = 1.0 / (y * y);
   const double pred = predict(s);
+  if (pred > 0) {
+    // How far the shared fit is off on each kind of step lately: the default target multiplies
+    // a decode-only prediction, and a prompt chunk is cut by a mixed one.
+    Bias& b = s.prompt_tokens > 0 ? prompt_bias_ : decode_bias_;
+    b.ratio = b.n == 0 ? seconds / pred : 0.9 * b.ratio + 0.1 * (seconds / pred);
+    ++b.n;
+  }
   if (acc.n >= kTrustAfter && pred > 0) {
     const double miss = std::abs(seconds - pred);
     if (miss > kOutlier * pred) w *= kOutlier * pred / miss;

@@ -57,6 +57,10 @@ class StepCostModel {
   static Coefficients prior_for(const LlamaConfig& c, double weight_bytes);
 
   double predict(const StepShape& s) const;
+  // predict(), corrected by how far the fit has recently been off on steps of the same kind (with
+  // and without prompt tokens): one fit serves both kinds and missed each by 10-25% in
+  // measurements, which a latency bound cannot afford.
+  double predict_corrected(const StepShape& s) const;
   // A forward pass of shape s took `seconds`: refits the coefficients.
   void observe(const StepShape& s, double seconds);
 
@@ -77,6 +81,11 @@ class StepCostModel {
   double forgetting_;
   Accumulator decode_, prompt_;  // steps without and with prompt tokens
   int64_t n_obs_ = 0;
+  struct Bias {
+    double ratio = 1;  // measured / predicted seconds (a running average)
+    int64_t n = 0;
+  };
+  Bias decode_bias_, prompt_bias_;
 };
 
 }  // namespace ll3

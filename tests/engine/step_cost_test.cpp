@@ -236,6 +236,39 @@ TEST(StepCostModel, LongDecodingDoesNotForgetWhatPromptsCost) {
   EXPECT_NEAR(m.coefficients()[2], kTruth[2], 0.03 * kTruth[2]);
 }
 
+// Mixed steps 30% dearer than the sum of their parts (a cost the linear model has no term for:
+// small prompt chunks beside decode rows): the corrected prediction follows each kind of step.
+TEST(StepCostModel, TheCorrectedPredictionFollowsEachKindOfStep) {
+  StepCostModel m({0.01, 0.003, 0.002, 0.0});
+  std::mt19937 rng(5);
+  auto decode = [&] {
+    StepShape s;
+    s.decode_rows = 1 + static_cast<int64_t>(rng() % 16);
+    return s;
+  };
+  auto mixed = [&] {
+    StepShape s = decode();
+    s.prompt_tokens = 1 + static_cast<int64_t>(rng() % 32);
+    return s;
+  };
+  auto truth = [](const StepShape& s) {
+    const double t = 0.01 + 0.003 * static_cast<double>(s.decode_rows) + 0.002 * static_cast<double>(s.prompt_tokens);
+    return s.prompt_tokens > 0 ? 1.3 * t : t;
+  };
+  for (int i = 0; i < 400; ++i) {
+    const StepShape s = i % 2 ? decode() : mixed();
+    m.observe(s, truth(s));
+  }
+  double plain = 0, corrected = 0;
+  for (int i = 0; i < 200; ++i) {
+    const StepShape s = i % 2 ? decode() : mixed();
+    plain += std::abs(m.predict(s) / truth(s) - 1) / 200;
+    corrected += std::abs(m.predict_corrected(s) / truth(s) - 1) / 200;
+  }
+  EXPECT_LT(corrected, 0.05);
+  EXPECT_LT(corrected, plain);
+}
+
 TEST(StepCostModel, ThePriorHoldsBeforeAnyStep) {
   const StepCostModel::Coefficients prior = {0.03, 0.004, 0.002, 1e-6};
   StepCostModel m(prior);
