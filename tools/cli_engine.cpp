@@ -15,7 +15,7 @@ void add_engine_flags(ArgParser& ap, EngineFlags* f, bool serving) {
   ap.add_int({"-b", "--batch", "--batch-tokens"}, "N", "tokens per forward step: decode rows plus prompt chunks (default 256)",
              &f->batch);
   ap.add_float({"--itl-target-ms"}, "MS", "inter-token latency target of running streams while prompts are prefilled "
-               "beside them: prompt chunks are cut to fit it (default: 2.5x the step of the decode rows alone; "
+               "beside them: prompt chunks are cut to fit it (default: 2.2x the step of the decode rows alone; "
                "negative: none, whole --batch-tokens steps)", &f->itl_target_ms);
   ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32, f16 or q8_0 (default f16)", &f->kv_type);
   ap.add_flag({"--no-prefix-cache"}, "do not reuse the KV of earlier requests' prompts", &f->no_prefix_cache);

@@ -80,7 +80,7 @@ struct EngineOptions {
   int64_t batch_tokens = 256;    // tokens per step (decode rows + prompt chunks)
   // Inter-token latency target of running streams while prompts are prefilled beside them: a
   // step with decode rows takes only as many prompt tokens as a cost model, learned from this
-  // engine's own steps, predicts to fit. 0: 2.5x the step of the decode rows alone (streams slow
+  // engine's own steps, predicts to fit. 0: 2.2x the step of the decode rows alone (streams slow
   // at most that much during a long prefill); negative: no target, every step up to batch_tokens.
   double itl_target_ms = 0;
   double batch_wait_ms = 2;      // an idle engine waits this long to gather arrivals into one step

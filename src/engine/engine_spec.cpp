@@ -64,7 +64,7 @@ int Engine::Impl::guesses_for(const Seq* s, const SeqState& q, const GuessCost& 
 // Guesses for every running, decoding sequence that speculates, handed to the scheduler.
 void Engine::Impl::propose() {
   guessed.clear();
-  if (opt.spec == SpecMode::kOff) return;
+  if (opt.spec == SpecMode::kOff || draft_failed) return;
   draft_jobs.clear();
   const GuessCost cost = guess_cost();
   for (auto& [id, sp] : seqs) {
@@ -92,7 +92,9 @@ void Engine::Impl::propose() {
   if (draft_jobs.empty()) return;
   const double t0 = now_seconds();
   if (Status st = draft->guess(draft_jobs); !st.ok()) {
-    log.warn("draft model: " + st.message());
+    // Guesses are optional: say so once and decode without them from now on.
+    log.warn("draft model: " + st.message() + "; speculation is off from here");
+    draft_failed = true;
     return;
   }
   int most = 0;
