@@ -6,6 +6,7 @@
 // the guesses the target rejected.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -48,6 +49,9 @@ class DraftModel {
   // Guesses for every job, batched. A job whose catch-up does not fit this call's first step
   // (batch_tokens) makes progress but no guesses. A job the KV pool has no room for makes none.
   Status guess(std::span<Job> jobs);
+  // Seconds of one of its guessing steps (all sequences' next guess at once), a running average
+  // of the steps after the first (which also catches up on new tokens: a whole prompt at first).
+  double seconds_per_guess() const { return guess_s_; }
 
  private:
   DraftModel(const LlamaModel& model, const DraftOptions& o) : m_(model), opt_(o) {}
@@ -61,6 +65,7 @@ class DraftModel {
   std::unique_ptr<KvManager> kvm_;
   std::unique_ptr<ModelRunner> runner_;
   std::unordered_map<uint64_t, int64_t> done_;  // positions whose KV each sequence holds
+  double guess_s_ = 0;
 
   // Per step, sized once.
   std::vector<int32_t> tokens_, rows_, argmax_;

@@ -120,7 +120,6 @@ struct Engine::Impl {
   int64_t step_prompt_tokens = 0;  // prompt tokens the step computes
   std::vector<DraftModel::Job> draft_jobs;
   std::vector<Seq*> guessed;       // sequences that guessed before this step
-  double draft_guess_s = 0;        // the draft model's seconds per guess (a running average)
   bool draft_failed = false;       // the draft model failed a step: no more guessing
 
   // Shared with the callers' threads, under mu.

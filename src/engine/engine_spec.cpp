@@ -44,8 +44,12 @@ Engine::Impl::GuessCost Engine::Impl::guess_cost() const {
   c.rows = std::max<int64_t>(1, shape.decode_rows);
   c.step_s = step_cost->predict(shape);
   const StepCostModel::Coefficients& k = step_cost->coefficients();
-  c.row_s = k[1] + k[3] * static_cast<double>(shape.attention) / static_cast<double>(c.rows);
-  if (draft) c.row_s += draft_guess_s / static_cast<double>(std::max<int64_t>(1, guessing));
+  // A guess row is a decode row. Until steps of several decode rows have taught the fit that
+  // term (a single stream runs none unless it guesses, and the prior is pessimistic), the prompt
+  // term stands in for it: a row computed alike, which the prefill teaches at once.
+  const double row = step_cost->multi_row_decode_steps() >= 8 ? k[1] : std::min(k[1], k[2]);
+  c.row_s = row + k[3] * static_cast<double>(shape.attention) / static_cast<double>(c.rows);
+  if (draft) c.row_s += draft->seconds_per_guess() / static_cast<double>(std::max<int64_t>(1, guessing));
   return c;
 }
 
@@ -90,21 +94,18 @@ void Engine::Impl::propose() {
     guessed.push_back(s);
   }
   if (draft_jobs.empty()) return;
-  const double t0 = now_seconds();
   if (Status st = draft->guess(draft_jobs); !st.ok()) {
     // Guesses are optional: say so once and decode without them from now on.
     log.warn("draft model: " + st.message() + "; speculation is off from here");
     draft_failed = true;
     return;
   }
-  int most = 0;
   for (const DraftModel::Job& j : draft_jobs) {
     if (j.n_out == 0) continue;
-    most = std::max<int>(most, static_cast<int>(j.n_out));
     sched->draft(j.id, j.out.first(static_cast<size_t>(j.n_out)));
     guessed.push_back(seqs.at(j.id).get());
   }
-  if (most > 0) draft_guess_s = 0.8 * draft_guess_s + 0.2 * (now_seconds() - t0) / most;
+
 }
 
 // After sampling: each guessing sequence's accepted guesses stay, the rest are forgotten; the

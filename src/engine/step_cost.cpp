@@ -83,6 +83,7 @@ void StepCostModel::observe(const StepShape& s, double seconds) {
   }
   ++acc.n;
   ++n_obs_;
+  multi_row_ += s.prompt_tokens == 0 && s.decode_rows > 1;
   fit();
 }
 

@@ -66,6 +66,9 @@ class StepCostModel {
 
   const Coefficients& coefficients() const { return coef_; }
   int64_t observations() const { return n_obs_; }
+  // Steps of several decode rows and no prompt tokens seen: what the decode-row term is learned
+  // from (a single stream's steps all have one row, and leave it to the prior).
+  int64_t multi_row_decode_steps() const { return multi_row_; }
 
  private:
   using Matrix = std::array<std::array<double, kTerms>, kTerms>;
@@ -81,6 +84,7 @@ class StepCostModel {
   double forgetting_;
   Accumulator decode_, prompt_;  // steps without and with prompt tokens
   int64_t n_obs_ = 0;
+  int64_t multi_row_ = 0;
   struct Bias {
     double ratio = 1;  // measured / predicted seconds (a running average)
     int64_t n = 0;
