@@ -42,7 +42,7 @@ Engine::Impl::GuessCost Engine::Impl::guess_cost() const {
   }
   GuessCost c;
   c.rows = std::max<int64_t>(1, shape.decode_rows);
-  c.step_s = step_cost->predict(shape);
+  c.step_s = step_cost->predict_corrected(shape);
   const StepCostModel::Coefficients& k = step_cost->coefficients();
   // A guess row is a decode row. Until steps of several decode rows have taught the fit that
   // term (a single stream runs none unless it guesses, and the prior is pessimistic), the prompt
@@ -105,7 +105,6 @@ void Engine::Impl::propose() {
     sched->draft(j.id, j.out.first(static_cast<size_t>(j.n_out)));
     guessed.push_back(seqs.at(j.id).get());
   }
-
 }
 
 // After sampling: each guessing sequence's accepted guesses stay, the rest are forgotten; the
