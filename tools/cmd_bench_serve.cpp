@@ -487,7 +487,11 @@ std::vector<double> gaps_in(const std::vector<std::shared_ptr<Client>>& streams,
 // The fairness scenario, all on one io thread: a timer polls the streams every 5 ms and moves
 // the phases on (every stream decoding -> baseline taken -> the long prompt sent -> its first
 // token); --duration bounds the whole.
-Result<FairnessReport> run_fairness(const ServeBenchFlags& f) {
+Result<FairnessReport> run_fairness(const ServeBenchFlags& f, int64_t max_model_len) {
+  if (f.fair_prompt >= max_model_len || f.prompt_tokens + 16 >= max_model_len) {
+    return Status::error(strprintf("--fair-prompt %lld and --prompt-tokens %lld must fit the server's %lld-token sequences",
+                                     f.fair_prompt, f.prompt_tokens, static_cast<long long>(max_model_len)));
+  }
   std::mt19937 rng(static_cast<uint32_t>(f.seed));
   auto prompt = [&](long long n) {
     std::vector<int32_t> toks = {128000};
@@ -504,7 +508,8 @@ Result<FairnessReport> run_fairness(const ServeBenchFlags& f) {
   if (idle.errors > 0) return Status::error("the long prompt on the idle server: " + idle.first_error);
   rep.ttft_idle = idle.ttft_p50;
   Config streams = alone;
-  streams.max_tokens = static_cast<int>(std::max<long long>(f.max_tokens, 4096));  // until cancelled
+  // Until cancelled, or the server's longest sequence.
+  streams.max_tokens = static_cast<int>(max_model_len - f.prompt_tokens - 1);
   streams.prompts.clear();
   for (long long i = 0; i < f.fair_streams; ++i) streams.prompts.push_back(prompt(f.prompt_tokens));
   Config big = alone;
@@ -570,8 +575,8 @@ Result<FairnessReport> run_fairness(const ServeBenchFlags& f) {
   return rep;
 }
 
-int bench_fairness(const ServeBenchFlags& f, const std::string& model) {
-  Result<FairnessReport> r = run_fairness(f);
+int bench_fairness(const ServeBenchFlags& f, const std::string& model, int64_t max_model_len) {
+  Result<FairnessReport> r = run_fairness(f, max_model_len);
   if (!r.ok()) return fail("bench-serve", r.message());
   const FairnessReport& x = r.value();
   const double itl_ratio = x.before_p50 > 0 ? x.during_p99 / x.before_p50 : 0;
@@ -605,7 +610,7 @@ int cmd_bench_serve(int argc, char** argv) {
   Result<json> models = request_sync(f.target, "GET", "/v1/models", "");
   if (!models.ok()) return fail("bench-serve", models.message());
   const std::string model = (*models)["data"][0].value("id", "?");
-  if (f.fairness) return bench_fairness(f, model);
+  if (f.fairness) return bench_fairness(f, model, (*models)["data"][0].value("max_model_len", int64_t{4096}));
   if (!f.no_check) {
     if (Status st = fetch_references(f.target, c); !st.ok()) return fail("bench-serve", st.message());
   }

@@ -49,9 +49,9 @@ struct SchedulerOptions {
 // The default inter-token target, as a multiple of the step of decode rows alone. While a long
 // prompt is prefilled beside running streams, their inter-token time is at most this multiple
 // of the step they would otherwise run, and the prompt gets (1 - 1 / factor) of each step, so
-// its time to first token stretches by factor / (factor - 1) over an idle engine's, and by more
-// where small chunks cost more per token than whole ones (1.2x more on two Zen 5 cores: 2.0x
-// at 2.5 measured). 2.2 keeps the promise of at most 3x the streams' gaps before the prompt
+// its time to first token stretches by factor / (factor - 1) over an idle engine's, and by what
+// small chunks cost more per token than whole ones (about 10% on two Zen 5 cores; 2.0-2.2x
+// measured at 2.2). 2.2 keeps the promise of at most 3x the streams' gaps before the prompt
 // came, with the streams' own step growing as their contexts do (about 15% over a 4096-token
 // prefill) and the p99's noise (steps 10-15% over the target on a shared 2-core host).
 inline constexpr double kDefaultItlFactor = 2.2;

@@ -51,6 +51,36 @@ TEST(BenchServe, ManyStreamingClientsLoseNothing) {
   EXPECT_NE(r.output.find("loopback"), std::string::npos) << r.output;
 }
 
+// The fairness scenario against a real server: gaps before and during a long prefill, and the
+// long prompt's time to first token beside the streams and alone, all measured.
+TEST(BenchServe, FairnessMeasuresGapsBeforeAndDuringAPrefill) {
+  LL3_REQUIRE_SHARED();
+  ASSERT_NE(main_server(), nullptr);
+  const std::string base = ll3_binary() + " bench-serve --url " + main_server()->url() + " --api-key test-key --fairness";
+  CommandResult r = run_command(base + " --fair-streams 2 --fair-prompt 600 --fair-baseline 4 --prompt-tokens 8 --duration 120 --json", true);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  json j;
+  std::istringstream lines(r.output);
+  std::string line;
+  while (std::getline(lines, line)) {
+    json x = json::parse(line, nullptr, false);
+    if (!x.is_discarded() && x.is_object()) j = x;
+  }
+  ASSERT_TRUE(j.is_object()) << r.output;
+  EXPECT_EQ(j["streams"], 2);
+  EXPECT_GE(j["intervals_before"].get<int64_t>(), 2 * 4 - 2) << r.output;
+  EXPECT_GT(j["intervals_during"].get<int64_t>(), 0) << r.output;
+  EXPECT_GT(j["itl_before_p50_ms"].get<double>(), 0);
+  EXPECT_GE(j["itl_during_p99_ms"].get<double>(), j["itl_during_p50_ms"].get<double>());
+  EXPECT_GT(j["ttft_s"].get<double>(), 0);
+  EXPECT_GT(j["ttft_idle_s"].get<double>(), 0);
+  EXPECT_NEAR(j["ttft_over_idle"].get<double>(), j["ttft_s"].get<double>() / j["ttft_idle_s"].get<double>(), 1e-9);
+  // A long prompt the server's sequences cannot hold is refused before anything is sent.
+  r = run_command(base + " --fair-prompt 100000", true);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--fair-prompt"), std::string::npos) << r.output;
+}
+
 TEST(ServeFlags, AliasKeyFromEnvironmentAndTimeouts) {
   LL3_REQUIRE_SHARED();
   setenv("LL3_API_KEY", "env-key", 1);
