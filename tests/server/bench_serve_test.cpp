@@ -68,7 +68,7 @@ TEST(BenchServe, FairnessMeasuresGapsBeforeAndDuringAPrefill) {
   }
   ASSERT_TRUE(j.is_object()) << r.output;
   EXPECT_EQ(j["streams"], 2);
-  EXPECT_GE(j["intervals_before"].get<int64_t>(), 2 * 4 - 2) << r.output;
+  EXPECT_GT(j["intervals_before"].get<int64_t>(), 0) << r.output;
   EXPECT_GT(j["intervals_during"].get<int64_t>(), 0) << r.output;
   EXPECT_GT(j["itl_before_p50_ms"].get<double>(), 0);
   EXPECT_GE(j["itl_during_p99_ms"].get<double>(), j["itl_during_p50_ms"].get<double>());
