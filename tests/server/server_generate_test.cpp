@@ -20,17 +20,7 @@ namespace {
   ASSERT_NE(main_server(), nullptr) << "ll3 serve did not start"
 
 // The engine in this process, for the expected outputs.
-Engine& local_engine() {
-  static std::unique_ptr<Engine> e = [] {
-    EngineOptions o;
-    o.threads = 1;
-    o.ctx = 4096;
-    Result<std::unique_ptr<Engine>> r = Engine::create(small_model_path(), o);
-    EXPECT_TRUE(r.ok()) << r.message();
-    return r.ok() ? std::move(r.value()) : nullptr;
-  }();
-  return *e;
-}
+Engine& local_engine() { return reference_engine(); }
 
 std::string random_words(std::mt19937& rng, int n) {
   static const char* words[] = {"river", "blue", "the", "of", "mountain", "quietly", "seven", "a", "code", "light",

@@ -1,5 +1,7 @@
 #include "server_harness.h"
 
+#include "ll3/engine.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -15,6 +17,7 @@
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 #include <thread>
 
@@ -288,6 +291,18 @@ ServeProcess* main_server() {
         "--session-dir", sessions});
   }();
   return p && p->ok() ? p.get() : nullptr;
+}
+
+Engine& reference_engine() {
+  static std::unique_ptr<Engine> e = [] {
+    EngineOptions o;
+    o.threads = 1;
+    o.ctx = 4096;
+    Result<std::unique_ptr<Engine>> r = Engine::create(small_model_path(), o);
+    if (!r.ok()) std::fprintf(stderr, "reference engine: %s\n", r.message().c_str());
+    return r.ok() ? std::move(r.value()) : nullptr;
+  }();
+  return *e;
 }
 
 HttpClient main_client() {

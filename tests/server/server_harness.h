@@ -13,6 +13,10 @@
 #include <string>
 #include <vector>
 
+namespace ll3 {
+class Engine;
+}
+
 namespace ll3::test {
 
 using json = nlohmann::json;
@@ -81,6 +85,9 @@ ServeProcess* main_server();
 inline constexpr const char* kKey = "test-key";
 std::string small_model_path();
 std::string llama31_template_path();
+// An engine in the test process on the shared small model (one thread, a 4096-token pool), for
+// the answers the server must give. Made once.
+Engine& reference_engine();
 // A client of the main server with the key set.
 HttpClient main_client();
 // POST a JSON body; the reply (its body parsed by Reply::body_json).

@@ -25,18 +25,6 @@ ServeProcess* spec_server() {
   return p && p->ok() ? p.get() : nullptr;
 }
 
-Engine& plain_engine() {
-  static std::unique_ptr<Engine> e = [] {
-    EngineOptions o;
-    o.threads = 1;
-    o.ctx = 4096;
-    Result<std::unique_ptr<Engine>> r = Engine::create(small_model_path(), o);
-    EXPECT_TRUE(r.ok()) << r.message();
-    return r.ok() ? std::move(r.value()) : nullptr;
-  }();
-  return *e;
-}
-
 std::vector<int32_t> random_tokens(uint32_t seed, int n) {
   std::mt19937 rng(seed);
   std::vector<int32_t> t = {128000};
@@ -50,7 +38,7 @@ Engine::Completion expected(const std::vector<int32_t>& prompt, int64_t max_toke
   r.max_tokens = max_tokens;
   r.sampling.temperature = 0;
   r.ignore_eos = true;
-  Result<Engine::Completion> c = plain_engine().generate(std::move(r));
+  Result<Engine::Completion> c = reference_engine().generate(std::move(r));
   EXPECT_TRUE(c.ok()) << c.message();
   return c.ok() ? std::move(c.value()) : Engine::Completion{};
 }
