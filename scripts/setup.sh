@@ -17,6 +17,8 @@ if ((tests)); then
   # catatonit (podman kube play), mmdebstrap (the image's Debian base images, scripts/image.sh),
   # haproxy, and Prometheus with promtool.
   packages+=(podman runc catatonit mmdebstrap haproxy prometheus)
+  # The chat page's browser test (tests/server/js, driven by playwright-core).
+  packages+=(chromium)
 fi
 missing=()
 for p in "${packages[@]}"; do
@@ -55,11 +57,15 @@ fi
 
 ((tests)) || exit 0
 
-# The official OpenAI Node client for the server tests (tests/server/js, pinned by its
-# package-lock.json; node_modules is not committed).
-if command -v npm >/dev/null 2>&1 && [ ! -f "$here/tests/server/js/node_modules/openai/package.json" ]; then
+# The server tests' clients (tests/server/js, pinned by its package-lock.json; node_modules is
+# not committed): the official OpenAI and Anthropic SDKs, ajv, playwright-core.
+js_missing=0
+for pkg in openai @anthropic-ai/sdk ajv ajv-formats playwright-core; do
+  [ -f "$here/tests/server/js/node_modules/$pkg/package.json" ] || js_missing=1
+done
+if command -v npm >/dev/null 2>&1 && ((js_missing)); then
   (cd "$here/tests/server/js" && npm ci --no-audit --no-fund) ||
-    echo "setup: npm ci in tests/server/js failed; the OpenAI client test will be skipped (and fail under CI)"
+    echo "setup: npm ci in tests/server/js failed; the client tests will be skipped (and fail under CI)"
 fi
 
 # The Kubernetes schema models for the deployment tests (tests/deploy/js, pinned by its

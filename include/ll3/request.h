@@ -4,10 +4,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace ll3 {
+
+class Grammar;  // ll3/grammar.h
 
 inline constexpr uint64_t kRandomSeed = 0xFFFFFFFFFFFFFFFFull;
 
@@ -77,6 +80,14 @@ struct FinishInfo {
   std::string session_warning;     // a session file that could not be used, and why
 };
 
+// Embedding requests: how the final hidden state's rows (after the output norm) of the prompt's
+// tokens become one vector.
+enum class Pooling {
+  kNone,  // not an embedding request: generate
+  kMean,  // the mean over all prompt tokens
+  kLast,  // the last prompt token's row
+};
+
 struct Request {
   // The prompt: token ids when given, else `text` tokenized by the model's tokenizer (special
   // tokens like <|eot_id|> recognised, <|begin_of_text|> added unless add_bos is false).
@@ -102,12 +113,22 @@ struct Request {
   // Guess and verify ahead when the engine speculates (EngineOptions::spec): the same tokens,
   // sooner. False opts this request out.
   bool speculative = true;
+  // Every generated text matches this grammar (ll3/grammar.h): tokens it cannot continue with
+  // are never sampled, an end-of-generation token comes only where the grammar may end, and
+  // generation stops where nothing can follow. Null: unconstrained.
+  std::shared_ptr<const Grammar> grammar;
+  // != kNone: an embedding request. The prompt is computed (batched with other work) and its
+  // pooled hidden state delivered once through on_embedding, before on_finish; nothing is
+  // generated (max_tokens and sampling are not read).
+  Pooling pooling = Pooling::kNone;
 
   // Return false to stop the request (finish reason kCancelled).
   std::function<bool(const TokenEvent&)> on_token;
   std::function<void(const FinishInfo&)> on_finish;
   // Entry i is prompt token i + 1 (n_prompt - 1 entries). Called on the engine's thread.
   std::function<void(const std::vector<PromptTokenLogprob>&)> on_prompt;
+  // Pooling != kNone: the pooled vector (n_embd floats, not normalized). Engine thread.
+  std::function<void(const std::vector<float>&)> on_embedding;
 };
 
 }  // namespace ll3
