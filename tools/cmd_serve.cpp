@@ -6,6 +6,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "engine/model_impl.h"
+#include "server/embeddings.h"
 #include "server/openai_server.h"
 
 namespace ll3::cli {
@@ -18,11 +19,11 @@ int cmd_serve(int argc, char** argv) {
   long long port = 8080, body_limit = static_cast<long long>(so.http.body_limit), max_connections = 4096;
   int http_threads = 1;
   double timeout_s = 60, grace_s = 30;
-  bool no_access_log = false;
+  bool no_access_log = false, no_webui = false;
   EngineFlags ef;
   ArgParser ap("serve", "ll3 serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [--api-key KEY] [engine flags]",
                "Serve the model over an OpenAI-compatible HTTP API: /v1/chat/completions, /v1/completions, "
-               "/v1/models, /tokenize, /detokenize, /health, /metrics.");
+               "/v1/models, /tokenize, /detokenize, /health, /metrics; and a chat page at /.");
   ap.add_string({"-m", "--model"}, "MODEL", "GGUF file or Hugging Face directory", &model_path);
   ap.add_string({"--host"}, "ADDR", "address to listen on (default 127.0.0.1)", &so.http.host);
   ap.add_int({"--port"}, "N", "port to listen on; 0 picks a free one (default 8080)", &port);
@@ -32,6 +33,10 @@ int cmd_serve(int argc, char** argv) {
   ap.add_string({"--chat-template"}, "FILE", "a Jinja chat template to use instead of the model's", &template_file);
   ap.add_string({"--log-format"}, "FORMAT", "access log on stderr: text or json (default text)", &log_format);
   ap.add_flag({"--no-access-log"}, "write no access log lines", &no_access_log);
+  std::string pooling = "mean";
+  ap.add_string({"--pooling"}, "MODE", "how /v1/embeddings pools a request that names none: mean or last (default mean)",
+                &pooling);
+  ap.add_flag({"--no-webui"}, "do not serve the chat page at / (then / is 404)", &no_webui);
   ap.add_int({"--max-body"}, "BYTES", "largest request body; larger ones get 413 (default 8 MiB)", &body_limit);
   ap.add_int({"--max-connections"}, "N", "open connections beyond this are closed at once (default 4096)", &max_connections);
   ap.add_int({"--http-threads"}, "N", "threads for the network I/O (default 1)", &http_threads);
@@ -63,6 +68,8 @@ int cmd_serve(int argc, char** argv) {
   so.http.idle_timeout_s = so.http.read_timeout_s = so.http.write_timeout_s = timeout_s;
   so.log_json = log_format == "json";
   so.access_log = !no_access_log;
+  if (!server::parse_pooling(pooling, &so.pooling)) return ap.usage_error("--pooling must be mean or last");
+  so.webui = !no_webui;
 
   // Bind before loading: a client (or a test) learns the port at once and sees /health 503.
   Result<std::unique_ptr<server::OpenAiServer>> srv = server::OpenAiServer::start(so);

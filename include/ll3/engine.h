@@ -46,6 +46,7 @@ class Model {
   std::string name() const;      // general.name, else the file name
   int64_t context_length() const;
   int64_t n_vocab() const;
+  int64_t n_embd() const;        // the hidden state's width: an embedding's length
   // Tokenizer access for frontends (chat templates, /tokenize).
   std::vector<int32_t> encode(const std::string& text, bool add_bos, bool parse_special) const;
   std::string decode(const std::vector<int32_t>& tokens) const;

@@ -38,6 +38,9 @@ Status validate_plan(const BatchPlan& plan, int64_t max_tokens, int64_t n_vocab,
   for (int32_t r : plan.logit_rows) {
     if (r < 0 || r >= n) return Status::errorf("forward: logit row %d out of range", r);
   }
+  for (int32_t r : plan.hidden_rows) {
+    if (r < 0 || r >= n) return Status::errorf("forward: hidden row %d out of range", r);
+  }
   return Status();
 }
 

@@ -23,10 +23,13 @@ class ModelRunner {
   // The most tokens one step may carry.
   virtual int64_t max_batch_tokens() const = 0;
 
-  // Runs one step. logits: (plan.logit_rows.size(), n_vocab), on the host. The new positions'
-  // K and V are in the engine's KvCache when it returns. Fails, without touching the cache, on
-  // a plan that does not fit (too many tokens, a token id out of range, block tables too short).
-  virtual Status forward(const BatchPlan& plan, float* logits) = 0;
+  // Runs one step. logits: (plan.logit_rows.size(), n_vocab), on the host; hidden:
+  // (plan.hidden_rows.size(), dim), the final normed hidden state of those rows (may be null
+  // when none are asked for). The new positions' K and V are in the engine's KvCache when it
+  // returns. Fails, without touching the cache, on a plan that does not fit (too many tokens, a
+  // token id out of range, block tables too short).
+  virtual Status forward(const BatchPlan& plan, float* logits, float* hidden) = 0;
+  Status forward(const BatchPlan& plan, float* logits) { return forward(plan, logits, nullptr); }
 
   // Where the steps run, for logs and `ll3 bench`: "cpu", "cuda:0 NVIDIA H200, 32 of 32 layers".
   virtual std::string where() const = 0;
@@ -34,7 +37,7 @@ class ModelRunner {
 
 // The checks every runner makes before a step: at most max_tokens tokens, ids below n_vocab,
 // sequences covering the batch in order, block tables long enough and their ids below n_blocks
-// (bs positions each), logit rows inside the batch.
+// (bs positions each), logit and hidden rows inside the batch.
 Status validate_plan(const BatchPlan& plan, int64_t max_tokens, int64_t n_vocab, int64_t bs, int64_t n_blocks);
 
 struct RunnerOptions {

@@ -216,6 +216,9 @@ Status Engine::Impl::init() {
   plan_rows.reserve(static_cast<size_t>(rows));
   prompt_rows.reserve(static_cast<size_t>(rows));
   logits.resize(static_cast<size_t>(rows * V));
+  hidden.resize(static_cast<size_t>(opt.batch_tokens * m.config.dim));
+  hidden_rows.reserve(static_cast<size_t>(opt.batch_tokens));
+  hidden_runs.reserve(static_cast<size_t>(opt.max_seqs));
   thread = std::thread([this] { loop(); });
   return Status();
 }
@@ -241,11 +244,15 @@ Status Engine::Impl::check_fits(int64_t n, int64_t max_tokens) const {
 Result<RequestId> Engine::Impl::submit(Request r) {
   if (r.tokens.empty() && !r.text.empty()) r.tokens = tok.encode(r.text, r.add_bos, true);
   LL3_RETURN_IF_ERROR(validate_request(r, m.config.n_vocab));
+  const bool embedding = r.pooling != Pooling::kNone;
+  if (embedding) LL3_RETURN_IF_ERROR(prepare_embedding(&r));  // engine_embed.cpp
+  prepare_grammar(r);
   const int64_t n = static_cast<int64_t>(r.tokens.size());
-  LL3_RETURN_IF_ERROR(check_fits(n, r.max_tokens));
+  if (!embedding) LL3_RETURN_IF_ERROR(check_fits(n, r.max_tokens));
   auto s = std::make_unique<Seq>(std::move(r), tok, opt.spec_max_guesses);
   s->prompt = std::move(s->req.tokens);
   s->max_len = s->req.max_tokens >= 0 ? n + s->req.max_tokens : max_seq_tokens;
+  if (embedding) s->pooled.assign(static_cast<size_t>(m.config.dim), 0.0);
   if (s->req.prompt_logprobs >= 0) {
     s->prompt_lps.resize(static_cast<size_t>(n - 1));
     for (int64_t i = 1; i < n; ++i) {
@@ -287,7 +294,8 @@ void Engine::Impl::take_inbox() {
         log.warn(st.message());
       }
     }
-    sched->add(s->id, std::move(s->prompt), s->max_len, s->req.priority, s->req.prompt_logprobs >= 0);
+    sched->add(s->id, std::move(s->prompt), s->max_len, s->req.priority, s->req.prompt_logprobs >= 0,
+               s->req.pooling != Pooling::kNone);
     if (draft && s->req.speculative) draft->open(s->id, s->max_len);
     const RequestId id = s->id;
     seqs.emplace(id, std::move(s));

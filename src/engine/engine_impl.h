@@ -8,6 +8,8 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -25,6 +27,8 @@
 #include "engine/speculator.h"
 #include "engine/step_cost.h"
 #include "engine/stop_strings.h"
+#include "grammar/matcher.h"
+#include "grammar/token_filter.h"
 #include "kv/block_pool.h"
 #include "kv/kv_cache.h"
 #include "kv/kv_manager.h"
@@ -55,6 +59,7 @@ struct Seq {
     guesses.resize(static_cast<size_t>(max_guesses));
     lps.resize(static_cast<size_t>(max_guesses) + 1);
     for (RowLogprob& lp : lps) lp.top.reserve(static_cast<size_t>(req.top_logprobs) + 1);
+    if (req.grammar) grammar.emplace(req.grammar);
   }
   RequestId id = 0;
   Request req;
@@ -79,6 +84,11 @@ struct Seq {
   std::vector<PromptTokenLogprob> prompt_lps;  // Request::prompt_logprobs: entry i is token i + 1
   std::string decoded;  // this token's complete UTF-8 text (capacity reused)
   std::string session_warning;
+  // Embedding requests (engine_embed.cpp): the sum (kMean) or the last row (kLast) of the
+  // prompt's final hidden rows, (dim), and how many positions it holds.
+  std::vector<double> pooled;
+  int64_t n_pooled = 0;
+  std::optional<grammar::Matcher> grammar;  // Request::grammar: how far its output is in it
 };
 
 struct Engine::Impl {
@@ -118,9 +128,26 @@ struct Engine::Impl {
   };
   std::vector<PromptRow> prompt_rows;
   int64_t step_prompt_tokens = 0;  // prompt tokens the step computes
+  // Embedding requests' final hidden rows this step (engine_embed.cpp): runs of consecutive
+  // positions of one sequence.
+  std::vector<float> hidden;          // (batch_tokens, dim)
+  std::vector<int32_t> hidden_rows;   // BatchPlan::hidden_rows
+  struct HiddenRun {
+    Seq* seq;
+    int64_t pos;  // the first row's position
+    int32_t row;  // its index in `hidden`
+    int32_t n;
+  };
+  std::vector<HiddenRun> hidden_runs;
   std::vector<DraftModel::Job> draft_jobs;
   std::vector<Seq*> guessed;       // sequences that guessed before this step
   bool draft_failed = false;       // the draft model failed a step: no more guessing
+  // Constrained sampling (Request::grammar): the vocabulary's bytes in a trie, made for the first
+  // such request, and per pool thread a matcher to try a token on and the allowed-token flags.
+  std::once_flag token_filter_once;
+  std::unique_ptr<grammar::TokenFilter> token_filter;
+  std::vector<std::optional<grammar::Matcher>> grammar_trial;
+  std::vector<std::vector<uint8_t>> grammar_allowed;
 
   // Shared with the callers' threads, under mu.
   mutable std::mutex mu;
@@ -155,6 +182,7 @@ struct Engine::Impl {
   Result<int64_t> fit_memory_limit(int64_t tokens, int64_t per_token) const;
   Result<RequestId> submit(Request r);
   Status check_fits(int64_t n_prompt, int64_t max_tokens) const;
+  Status prepare_embedding(Request* r) const;
   void loop();
   void take_inbox();
   bool save_now();
@@ -175,7 +203,11 @@ struct Engine::Impl {
   BatchPlan plan(const SchedulerOutput& out);
   void count_step(const SchedulerOutput& out);
   void score_prompts();
+  void plan_hidden(Seq* s, const ScheduledSeq& it);
+  void pool_hidden();
   void sample_all();
+  void prepare_grammar(Request& r);
+  int32_t sample_constrained(int thread, Seq* s, const float* row, std::span<const int32_t> history);
   void deliver();
   void handle_token(Seq* s, int32_t t, int64_t pos, const RowLogprob& lp);
   void finish(Seq* s, FinishReason reason, const std::string& error = "");

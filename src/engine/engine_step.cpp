@@ -37,6 +37,15 @@ void Engine::Impl::sample_all() {
     for (int64_t i = b; i < e; ++i) {
       const SampleRow& sr = to_sample[i];
       Seq* s = sr.seq;
+      if (s->grammar) {  // never guesses (prepare_grammar)
+        const float* row = &logits[static_cast<size_t>(sr.row * V)];
+        s->sampled = sample_constrained(thread, s, row, *sr.history);
+        s->n_accepted = 0;
+        if (s->req.logprobs || s->req.top_logprobs > 0) {
+          s->lps[0].logprob = log_softmax_at(row, V, s->sampled, s->req.top_logprobs, &s->lps[0].top);
+        }
+        continue;
+      }
       // Row j follows token base + j: it verifies guess j (kept with the model's agreement, see
       // Sampler::verify), or after the last guess samples one more token.
       const std::span<const int32_t> toks(*sr.history);
@@ -80,7 +89,7 @@ void Engine::Impl::handle_token(Seq* s, int32_t t, int64_t pos, const RowLogprob
     finish(s, FinishReason::kLength);
     return;
   }
-  if (!s->req.ignore_eos && tok.is_eog(t)) {
+  if ((!s->req.ignore_eos || s->grammar) && tok.is_eog(t)) {
     finish(s, FinishReason::kStop);
     return;
   }
@@ -101,7 +110,7 @@ void Engine::Impl::handle_token(Seq* s, int32_t t, int64_t pos, const RowLogprob
     std::lock_guard<std::mutex> lk(mu);
     ++stats.generated_tokens;
   }
-  if (sp.stopped) {
+  if (sp.stopped || (s->grammar && s->grammar->must_end())) {
     finish(s, FinishReason::kStop);
   } else if (!keep) {
     finish(s, FinishReason::kCancelled);
@@ -135,6 +144,8 @@ BatchPlan Engine::Impl::plan(const SchedulerOutput& out) {
   plan_rows.clear();
   to_sample.clear();
   prompt_rows.clear();
+  hidden_rows.clear();
+  hidden_runs.clear();
   step_prompt_tokens = 0;
   for (const ScheduledSeq& it : out.seqs) {
     SeqBatch sb;
@@ -145,6 +156,11 @@ BatchPlan Engine::Impl::plan(const SchedulerOutput& out) {
     plan_seqs.push_back(sb);
     Seq* s = seqs.at(it.id).get();
     const SeqState& q = sched->seq(it.id);
+    if (s->req.pooling != Pooling::kNone) {  // an embedding: hidden rows, never logits (engine_embed.cpp)
+      plan_hidden(s, it);
+      step_prompt_tokens += it.n_tokens;
+      continue;
+    }
     if (it.all_logits) {
       // Every row: row i scores prompt token n_past + i + 1 (the last row of the prompt scores
       // none; it samples).
@@ -169,6 +185,7 @@ BatchPlan Engine::Impl::plan(const SchedulerOutput& out) {
   p.tokens = out.tokens;
   p.seqs = plan_seqs;
   p.logit_rows = plan_rows;
+  p.hidden_rows = hidden_rows;
   return p;
 }
 
@@ -226,7 +243,7 @@ void Engine::Impl::step() {
   for (const BlockCopy& c : out.copies) kv->copy_positions(c.src, c.dst, c.n_tokens);
   const BatchPlan batch = plan(out);
   const double t_forward = now_seconds();
-  Status st = runner->forward(batch, logits.data());
+  Status st = runner->forward(batch, logits.data(), hidden.data());
   if (st.ok()) {
     step_cost->observe(out.shape, now_seconds() - t_forward);
     std::lock_guard<std::mutex> lk(mu);
@@ -243,6 +260,7 @@ void Engine::Impl::step() {
   count_step(out);
   score_prompts();
   deliver();
+  pool_hidden();
   rollback_draft();
 }
 

@@ -72,6 +72,7 @@ Model::~Model() = default;
 std::string Model::name() const { return impl_->name; }
 int64_t Model::context_length() const { return impl_->llama->config.context_length; }
 int64_t Model::n_vocab() const { return impl_->llama->config.n_vocab; }
+int64_t Model::n_embd() const { return impl_->llama->config.dim; }
 
 std::vector<int32_t> Model::encode(const std::string& text, bool add_bos, bool parse_special) const {
   return impl_->tokenizer->encode(text, add_bos, parse_special);

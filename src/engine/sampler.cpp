@@ -304,6 +304,16 @@ int32_t Sampler::draw(size_t n, int32_t draft, bool* accepted) {
 
 int32_t Sampler::verify(SamplerState& state, const float* logits, std::span<const int32_t> history, int32_t draft,
                         bool* accepted) {
+  return pick(state, logits, history, nullptr, draft, accepted);
+}
+
+int32_t Sampler::sample_allowed(SamplerState& state, const float* logits, std::span<const int32_t> history,
+                                const uint8_t* allowed) {
+  return pick(state, logits, history, allowed, -1, nullptr);
+}
+
+int32_t Sampler::pick(SamplerState& state, const float* logits, std::span<const int32_t> history, const uint8_t* allowed,
+                      int32_t draft, bool* accepted) {
   st_ = &state;
   const size_t n = size_t(n_vocab_);
   float* w = work_.data();
@@ -312,6 +322,9 @@ int32_t Sampler::verify(SamplerState& state, const float* logits, std::span<cons
     float v = logits[i];
     v = v == v ? v : kNegInf;
     w[i] = v < FLT_MAX ? v : FLT_MAX;
+  }
+  if (allowed) {
+    for (size_t i = 0; i < n; ++i) w[i] = allowed[i] ? w[i] : kNegInf;
   }
   apply_penalties(history);
 

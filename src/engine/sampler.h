@@ -65,6 +65,11 @@ class Sampler {
   // (may be null) says whether the answer is the guess.
   int32_t verify(SamplerState& state, const float* logits, std::span<const int32_t> history, int32_t draft, bool* accepted);
 
+  // sample() among the tokens `allowed` marks (n_vocab flags, nonzero: allowed; what a grammar
+  // can continue with): the others count as -inf before penalties and truncation, so greedy is
+  // the best allowed token and a draw follows the model's distribution over the allowed ones.
+  int32_t sample_allowed(SamplerState& state, const float* logits, std::span<const int32_t> history, const uint8_t* allowed);
+
   // Restart the own state's random stream (kRandomSeed => a fresh random seed).
   void reset(uint64_t seed) { own_.reset(seed); }
 
@@ -78,6 +83,10 @@ class Sampler {
   };
 
   void apply_penalties(std::span<const int32_t> history);
+  // work_ = the logits, sanitized (NaN -> -inf, +inf -> FLT_MAX), -inf where `allowed` (if not
+  // null) is 0, then penalized; then greedy or a draw.
+  int32_t pick(SamplerState& state, const float* logits, std::span<const int32_t> history, const uint8_t* allowed, int32_t draft,
+               bool* accepted);
   // Fills cand_[0, k) with the k best tokens of work_, best first; returns k.
   size_t select_top_k(size_t k);
   // Builds the candidates from work_ and truncates them by top-k, top-p and min-p; returns

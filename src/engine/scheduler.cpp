@@ -16,7 +16,8 @@ Scheduler::Scheduler(KvManager& kv, const SchedulerOptions& options) : kv_(kv), 
   prefills_.reserve(seqs);
 }
 
-void Scheduler::add(uint64_t id, std::vector<int32_t> tokens, int64_t max_len, int priority, bool all_logits) {
+void Scheduler::add(uint64_t id, std::vector<int32_t> tokens, int64_t max_len, int priority, bool all_logits,
+                    bool embedding) {
   SeqState& s = seqs_[id];
   s.id = id;
   s.priority = priority;
@@ -27,6 +28,7 @@ void Scheduler::add(uint64_t id, std::vector<int32_t> tokens, int64_t max_len, i
   // generating never reallocates them.
   s.tokens.reserve(static_cast<size_t>(std::max(max_len, s.n_prompt)));
   s.all_logits = all_logits;
+  s.embedding = embedding;
   kv_.open(id, (max_len + kv_.block_size() - 1) / kv_.block_size());
   enqueue(&s);
 }
@@ -92,7 +94,7 @@ void Scheduler::preempt(SeqState* s) {
 bool Scheduler::admit(SeqState* s, int64_t budget, int64_t* n_tokens) {
   const int64_t bs = kv_.block_size();
   const size_t copies_before = out_.copies.size();
-  if (!s->all_logits) {
+  if (!s->all_logits && !s->embedding) {
     // At least the last known token is computed: its logits give the next token.
     s->n_computed = kv_.lookup(s->id, s->tokens, static_cast<int64_t>(s->tokens.size()) - 1, &out_.copies);
   }

@@ -100,6 +100,8 @@ struct SeqState {
   // Logits of every prompt position: no prefix lookup, and prompt chunks limited by
   // SchedulerOptions::prompt_logit_rows. Cleared once the prompt is scored.
   bool all_logits = false;
+  // An embedding's prompt: no prefix lookup (a cached position has no hidden row to pool).
+  bool embedding = false;
   int64_t preemptions = 0;
   int64_t n_draft = 0;     // the last n_draft tokens are guesses, until verified()
   int64_t n_rejected = 0;  // guesses verified() rejected in this step (computed() skips them)
@@ -114,7 +116,8 @@ class Scheduler {
 
   // Queues a sequence. tokens: its prompt (n_prompt = tokens.size()); max_len: the most tokens it
   // will ever hold (its token list and block table are reserved for them now).
-  void add(uint64_t id, std::vector<int32_t> tokens, int64_t max_len, int priority, bool all_logits);
+  void add(uint64_t id, std::vector<int32_t> tokens, int64_t max_len, int priority, bool all_logits,
+           bool embedding = false);
   // A token sampled for id: the next step computes it.
   void append(uint64_t id, int32_t token) { seqs_.at(id).tokens.push_back(token); }
   // id's prompt has been scored: it may use the prefix cache again if it is ever recomputed.

@@ -21,6 +21,9 @@ struct BatchPlan {
   std::span<const int32_t> tokens;      // all sequences' new tokens, sequence after sequence
   std::span<const SeqBatch> seqs;
   std::span<const int32_t> logit_rows;  // indices into tokens whose logits are wanted, in order
+  // Indices into tokens whose final hidden state (after the output norm: what the LM head
+  // reads) is wanted, in order: embedding requests pool them. Usually empty.
+  std::span<const int32_t> hidden_rows;
 };
 
 }  // namespace ll3

@@ -77,14 +77,12 @@ Request engine_request(const ApiRequest& req, const std::vector<int32_t>& tokens
   return r;
 }
 
-// The stream's headers and every choice's first chunk.
-void open_stream(HttpExchange& ex, const ServeContext& ctx, std::vector<ChoiceOutput>& outs) {
+// The stream's headers and its first events.
+void open_stream(HttpExchange& ex, const ServeContext& ctx, std::string first) {
   Headers h = ctx.common_headers(ex.request());
   h.emplace_back("Cache-Control", "no-cache");
   h.emplace_back("X-Accel-Buffering", "no");  // proxies: do not buffer the stream
   ex.start_stream(200, "text/event-stream", std::move(h));
-  std::string first;
-  for (ChoiceOutput& o : outs) first += o.start();
   ex.write(std::move(first));
 }
 
@@ -124,8 +122,9 @@ ApiError submit_error(const Status& st, Endpoint endpoint, bool shutting_down) {
   return e;
 }
 
-GenerateCall::GenerateCall(ServeContext& ctx, std::shared_ptr<HttpExchange> ex, ApiRequest req)
-    : ctx_(ctx), ex_(std::move(ex)), req_(std::move(req)) {}
+GenerateCall::GenerateCall(ServeContext& ctx, std::shared_ptr<HttpExchange> ex, ApiRequest req,
+                           std::unique_ptr<OutputDialect> dialect)
+    : ctx_(ctx), ex_(std::move(ex)), req_(std::move(req)), dialect_(std::move(dialect)) {}
 
 GenerateCall::~GenerateCall() {
   if (started_ && !completed_) ctx_.call_finished();
@@ -133,13 +132,15 @@ GenerateCall::~GenerateCall() {
 
 void GenerateCall::start() {
   header_ = response_header(req_, ctx_);
+  if (dialect_) header_.id = make_id(dialect_->id_prefix());
   if (ApiError e = tokenize_prompts(req_, ctx_, &prompt_tokens_); !e.ok()) {
     return ex_->respond(ctx_.error_response(e, ex_->request()));
   }
   for (size_t p = 0; p < req_.prompts.size(); ++p) {
     for (int j = 0; j < req_.n; ++j) {
-      outs_.emplace_back(&header_, choice_config(req_, p, j, prompt_tokens_[p], ctx_),
-                         [&ctx = ctx_](int32_t id) { return ctx.piece(id); });
+      ChoiceConfig cc = choice_config(req_, p, j, prompt_tokens_[p], ctx_);
+      if (dialect_) cc.stream = false;  // the dialect streams from the output's state
+      outs_.emplace_back(&header_, std::move(cc), [&ctx = ctx_](int32_t id) { return ctx.piece(id); });
       Choice c;
       c.prompt = p;
       choices_.push_back(c);
@@ -179,7 +180,10 @@ void GenerateCall::start() {
     // Only now that every choice is queued: a refusal before this point is a plain error
     // response with its status.
     streaming_ = true;
-    open_stream(*ex_, ctx_, outs_);
+    std::string first;
+    if (dialect_) first = dialect_->start(header_, static_cast<int64_t>(prompt_tokens_[0].size()));
+    for (ChoiceOutput& o : outs_) first += o.start();
+    open_stream(*ex_, ctx_, std::move(first));
   }
 }
 
@@ -195,6 +199,7 @@ void GenerateCall::on_token(size_t i, const TokenEvent& ev) {
   if (c.last_token_s >= 0) ctx_.metrics().itl.observe(ev.seconds - c.last_token_s);
   c.last_token_s = ev.seconds;
   std::string chunk = outs_[i].token(ev);
+  if (dialect_ && streaming_) chunk = dialect_->token(outs_[i]);
   if (streaming_ && !chunk.empty()) ex_->write(std::move(chunk));
 }
 
@@ -222,6 +227,7 @@ void GenerateCall::on_finish(size_t i, const FinishInfo& f) {
       fail(e);
     } else {
       std::string chunk = outs_[i].finish(f);
+      if (dialect_ && streaming_) chunk = dialect_->finish(outs_[i], f);
       if (streaming_ && !chunk.empty()) ex_->write(std::move(chunk));
     }
   }
@@ -272,6 +278,7 @@ void GenerateCall::complete() {
   }
   if (started_) ctx_.call_finished();
   if (gone_) return;
+  if (dialect_) return complete_dialect(u);
   if (streaming_ && error_.ok()) {
     std::string tail;
     if (req_.include_usage) tail += usage_chunk(header_, u);
@@ -292,6 +299,19 @@ void GenerateCall::complete() {
   for (const ChoiceOutput& o : outs_) choices.push_back(o.choice());
   HttpResponse r;
   r.body = dump_json(response_json(header_, false, std::move(choices), &u));
+  r.headers = ctx_.common_headers(ex_->request());
+  ex_->respond(std::move(r));
+}
+
+void GenerateCall::complete_dialect(const Usage& u) {
+  if (streaming_) {
+    ex_->write(error_.ok() ? dialect_->end(u) : dialect_->error(error_));
+    ex_->end();
+    return;
+  }
+  if (!error_.ok()) return ex_->respond(ctx_.error_response(error_, ex_->request()));
+  HttpResponse r;
+  r.body = dialect_->response(header_, outs_.at(0), choices_.at(0).fin, u);
   r.headers = ctx_.common_headers(ex_->request());
   ex_->respond(std::move(r));
 }

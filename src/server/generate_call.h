@@ -52,9 +52,31 @@ class ServeContext {
 // 429 (queue full) or 503 (shutting down).
 ApiError submit_error(const Status& st, Endpoint endpoint, bool shutting_down);
 
+// A call's output in another API's shape than OpenAI's (the Anthropic Messages API:
+// anthropic_output.h). The call has one ChoiceOutput, which then builds no OpenAI chunks (its
+// config says stream = false) but still holds the text and parses the tool calls; after each of
+// its events the dialect writes what the output now holds in its own stream events, and at the
+// end its own response. Errors before the stream take the API's shape in error_response().
+class OutputDialect {
+ public:
+  virtual ~OutputDialect() = default;
+  virtual const char* id_prefix() const = 0;  // of the response id ("msg_")
+  // Streaming: the first events, what a token and the finish add, the last events, and an
+  // error after the stream began.
+  virtual std::string start(const ResponseHeader& h, int64_t prompt_tokens) = 0;
+  virtual std::string token(const ChoiceOutput& out) = 0;
+  virtual std::string finish(const ChoiceOutput& out, const FinishInfo& f) = 0;
+  virtual std::string end(const Usage& u) = 0;
+  virtual std::string error(const ApiError& e) = 0;
+  // Not streaming: the response body.
+  virtual std::string response(const ResponseHeader& h, const ChoiceOutput& out, const FinishInfo& f, const Usage& u) = 0;
+};
+
 class GenerateCall : public std::enable_shared_from_this<GenerateCall> {
  public:
-  GenerateCall(ServeContext& ctx, std::shared_ptr<HttpExchange> ex, ApiRequest req);
+  // dialect: null for OpenAI's output; else the request has one choice (n = 1, one prompt).
+  GenerateCall(ServeContext& ctx, std::shared_ptr<HttpExchange> ex, ApiRequest req,
+               std::unique_ptr<OutputDialect> dialect = nullptr);
   ~GenerateCall();
   // On the connection's strand.
   void start();
@@ -73,10 +95,12 @@ class GenerateCall : public std::enable_shared_from_this<GenerateCall> {
   void fail(ApiError e);  // the whole response becomes this error; live choices are cancelled
   void client_gone();
   void complete();
+  void complete_dialect(const Usage& u);  // complete()'s answer with a dialect
 
   ServeContext& ctx_;
   std::shared_ptr<HttpExchange> ex_;
   ApiRequest req_;
+  std::unique_ptr<OutputDialect> dialect_;
   ResponseHeader header_;
   std::vector<std::vector<int32_t>> prompt_tokens_;
   std::vector<Choice> choices_;

@@ -79,6 +79,12 @@ void Metrics::count_request(int status) {
   ++requests_[status];
 }
 
+void Metrics::count_embeddings(int64_t inputs) {
+  std::lock_guard<std::mutex> lk(mu_);
+  ++embedding_requests_;
+  embedding_inputs_ += static_cast<uint64_t>(inputs);
+}
+
 std::string Metrics::render(const EngineStats* stats, const ServerGauges& g) const {
   const EngineStats none;
   const EngineStats& st = stats ? *stats : none;
@@ -92,6 +98,13 @@ std::string Metrics::render(const EngineStats* stats, const ServerGauges& g) con
     for (const auto& [status, n] : by) {
       out += strprintf("ll3_requests_total{status=\"%d\"} %llu\n", status, static_cast<unsigned long long>(n));
     }
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    counter(out, "ll3_embedding_requests_total", "Requests to /v1/embeddings that were accepted.",
+            static_cast<double>(embedding_requests_));
+    counter(out, "ll3_embedding_inputs_total", "Inputs of those requests (one engine request each).",
+            static_cast<double>(embedding_inputs_));
   }
   counter(out, "ll3_prompt_tokens_total", "Prompt tokens of requests the engine admitted.", static_cast<double>(st.prompt_tokens));
   counter(out, "ll3_generation_tokens_total", "Tokens generated.", static_cast<double>(st.generated_tokens));

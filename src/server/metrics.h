@@ -43,6 +43,7 @@ class Metrics {
  public:
   Metrics();
   void count_request(int http_status);  // thread-safe
+  void count_embeddings(int64_t inputs);  // a /v1/embeddings request and its inputs; thread-safe
   Histogram ttft, itl, duration;
 
   // The whole exposition; `stats` null while the model loads (its families read 0).
@@ -51,6 +52,7 @@ class Metrics {
  private:
   mutable std::mutex mu_;
   std::map<int, uint64_t> requests_;
+  uint64_t embedding_requests_ = 0, embedding_inputs_ = 0;
 };
 
 // One histogram family in the exposition format (exposed for tests).

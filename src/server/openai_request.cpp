@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/sampler.h"
+#include "server/structured_output.h"
 #include "tokenizer/chat_template.h"
 
 namespace ll3::server {
@@ -143,12 +144,6 @@ ApiError get_string(const ojson& o, const char* key, std::string* out) {
   return {};
 }
 
-#define RETURN_IF_API_ERROR(expr)   \
-  do {                              \
-    ApiError e_ = (expr);           \
-    if (!e_.ok()) return e_;        \
-  } while (0)
-
 // validate()'s verdict on the sampling fields as a 400 naming the field (its message begins
 // with the name).
 ApiError check_sampling(const ojson& b, const SamplingParams& s) {
@@ -261,12 +256,6 @@ ApiError refuse_unsupported(const ojson& b) {
   if (const ojson* lb = field(b, "logit_bias"); lb && !(lb->is_object() && lb->empty())) {
     return invalid_request("'logit_bias' is not supported", "logit_bias");
   }
-  if (const ojson* rf = field(b, "response_format")) {
-    const ojson* t = rf->is_object() ? field(*rf, "type") : nullptr;
-    if (!t || !t->is_string() || t->get<std::string>() != "text") {
-      return invalid_request("'response_format' other than {\"type\": \"text\"} is not supported", "response_format");
-    }
-  }
   return {};
 }
 
@@ -284,7 +273,8 @@ ApiError parse_common(const ojson& b, ApiRequest* r) {
   RETURN_IF_API_ERROR(parse_stream(b, r));
   RETURN_IF_API_ERROR(parse_engine_fields(b, &r->base));
   if (const ojson* m = field(b, "model"); m && !m->is_string()) return wrong_type("model", "a string", *m);
-  return refuse_unsupported(b);
+  RETURN_IF_API_ERROR(refuse_unsupported(b));
+  return parse_output_grammar(b, &r->base.grammar);
 }
 
 // max_tokens (or max_completion_tokens, which wins): at least `lo`.
@@ -397,9 +387,11 @@ ApiError convert_messages(const ojson& b, ojson* out) {
   return {};
 }
 
-// tools + tool_choice: the tools the template is given (null: none) and their names.
-ApiError convert_tools(const ojson& b, const ModelInfo& model, ojson* tools, std::vector<std::string>* names) {
+// tools + tool_choice: the tools offered (null: none), their names, and whether a call must be
+// made (tool_choice "required" or a named function, which leaves only that tool).
+ApiError convert_tools(const ojson& b, ojson* tools, std::vector<std::string>* names, bool* forced_call) {
   *tools = nullptr;
+  *forced_call = false;
   const ojson* t = field(b, "tools");
   if (t && !t->is_array()) return wrong_type("tools", "an array", *t);
   std::string choice = "auto", forced;
@@ -454,12 +446,41 @@ ApiError convert_tools(const ojson& b, const ModelInfo& model, ojson* tools, std
     return {};
   }
   if (kept.empty()) return invalid_request("'tool_choice' names the function '" + forced + "', which is not among the tools", "tool_choice");
-  if (!model.template_supports_tools) {
-    return invalid_request("the model's chat template does not support tools; start ll3 serve with --chat-template FILE "
-                           "(a template that reads `tools`, such as Llama 3.1's)",
-                           "tools");
-  }
+  *forced_call = choice == "required" || choice == "function";
   *tools = std::move(kept);
+  return {};
+}
+
+// For a chat template that does not read `tools`: the tools go into the system message instead
+// (generic_tool_preamble), and past calls become the assistant's text in that call format.
+void tools_into_messages(ojson* messages, ojson* tools, bool forced_call) {
+  const std::string preamble = generic_tool_preamble(*tools, forced_call);
+  bool placed = false;
+  for (ojson& m : *messages) {
+    if (!placed && m["role"] == "system") {
+      m["content"] = m["content"].get<std::string>() + "\n\n" + preamble;
+      placed = true;
+    }
+    if (m.contains("tool_calls")) {
+      ojson calls = ojson::array();
+      for (const ojson& c : m["tool_calls"]) calls.push_back({{"name", c["function"]["name"]}, {"parameters", c["function"]["arguments"]}});
+      std::string text = calls.size() == 1 ? calls[0].dump() : calls.dump();
+      if (!m["content"].get<std::string>().empty()) text = m["content"].get<std::string>() + "\n" + text;
+      m["content"] = std::move(text);
+      m.erase("tool_calls");
+    }
+  }
+  if (!placed) messages->insert(messages->begin(), ojson{{"role", "system"}, {"content", preamble}});
+  *tools = nullptr;
+}
+
+// tools + tool_choice into the conversation: for the template (`tools`), or into the messages
+// when the template does not read them (`tools` null). `offered`: the tools either way.
+ApiError prepare_tools(const ojson& b, const ModelInfo& model, ojson* messages, ojson* tools, ojson* offered,
+                       std::vector<std::string>* names, bool* forced_call) {
+  RETURN_IF_API_ERROR(convert_tools(b, tools, names, forced_call));
+  *offered = *tools;
+  if (!tools->is_null() && !model.template_supports_tools) tools_into_messages(messages, tools, *forced_call);
   return {};
 }
 
@@ -592,10 +613,19 @@ ApiError parse_chat_request(std::string_view body, const ModelInfo& model, ApiRe
   }
   r->base.logprobs = r->logprobs;
   r->base.top_logprobs = r->top_logprobs;
-  ojson messages, tools;
+  ojson messages, tools, offered;
+  bool forced_call = false;
   RETURN_IF_API_ERROR(convert_messages(b, &messages));
-  RETURN_IF_API_ERROR(convert_tools(b, model, &tools, &r->tool_names));
-  r->tools = !tools.is_null();
+  RETURN_IF_API_ERROR(prepare_tools(b, model, &messages, &tools, &offered, &r->tool_names, &forced_call));
+  r->tools = !r->tool_names.empty();
+  if (forced_call) {
+    // The call is made by construction: its JSON follows the tools' parameter schemas.
+    if (r->base.grammar) {
+      return invalid_request("'response_format' and a 'tool_choice' that forces a call both constrain the output; give one",
+                             "response_format");
+    }
+    RETURN_IF_API_ERROR(tool_call_grammar(offered, &r->base.grammar));
+  }
   Prompt p;
   p.add_bos = false;  // the template writes <|begin_of_text|>
   RETURN_IF_API_ERROR(render(messages, tools, true, model, &p.text));
@@ -696,10 +726,11 @@ ApiError parse_tokenize_request(std::string_view body, const ModelInfo& model, T
   if (chat) {
     bool add_generation_prompt = true;
     RETURN_IF_API_ERROR(get_bool(b, "add_generation_prompt", &add_generation_prompt));
-    ojson messages, tools;
+    ojson messages, tools, offered;
     std::vector<std::string> names;
+    bool forced_call = false;
     RETURN_IF_API_ERROR(convert_messages(b, &messages));
-    RETURN_IF_API_ERROR(convert_tools(b, model, &tools, &names));
+    RETURN_IF_API_ERROR(prepare_tools(b, model, &messages, &tools, &offered, &names, &forced_call));
     Prompt p;
     RETURN_IF_API_ERROR(render(messages, tools, add_generation_prompt, model, &p.text));
     split_content(messages, tools, add_generation_prompt, model, p.text, &p);

@@ -27,6 +27,13 @@ struct ApiError {
 };
 ApiError invalid_request(std::string message, std::string param = "", std::string code = "");
 
+// Returns the ApiError of `expr` when it is one.
+#define RETURN_IF_API_ERROR(expr) \
+  do {                            \
+    ApiError e_ = (expr);         \
+    if (!e_.ok()) return e_;      \
+  } while (0)
+
 // What parsing needs to know about the served model.
 struct ModelInfo {
   std::string id;             // the model id of responses

@@ -13,9 +13,13 @@
 
 #include "core/sha256.h"
 #include "engine/model_impl.h"
+#include "server/anthropic_output.h"
+#include "server/anthropic_request.h"
+#include "server/embeddings.h"
 #include "server/generate_call.h"
 #include "server/metrics.h"
 #include "server/openai_output.h"
+#include "server/webui.h"
 #include "tokenizer/jinja.h"
 
 namespace ll3::server {
@@ -174,7 +178,7 @@ Headers OpenAiServer::Impl::common_headers(const HttpRequest& req) const {
 HttpResponse OpenAiServer::Impl::error_response(const ApiError& e, const HttpRequest& req) const {
   HttpResponse r;
   r.status = e.status;
-  r.body = dump_json(error_json(e));
+  r.body = dump_json(is_anthropic_path(req.path) ? anthropic_error_json(e) : error_json(e));
   r.headers = common_headers(req);
   if (e.status == 429) r.headers.emplace_back("Retry-After", "1");
   if (e.status == 503) r.headers.emplace_back("Retry-After", "5");
@@ -192,7 +196,9 @@ void OpenAiServer::Impl::respond_json(HttpExchange& ex, int status, const ojson&
 
 void OpenAiServer::Impl::access_log(const AccessRecord& r) {
   metrics_.count_request(r.status);
-  if (r.path == "/v1/chat/completions" || r.path == "/v1/completions") metrics_.duration.observe(r.seconds);
+  if (r.path == "/v1/chat/completions" || r.path == "/v1/completions" || r.path == "/v1/messages") {
+    metrics_.duration.observe(r.seconds);
+  }
   if (!opt.access_log) return;
   std::string line;
   if (opt.log_json) {
@@ -237,8 +243,11 @@ void OpenAiServer::Impl::handle(const std::shared_ptr<HttpExchange>& ex) {
   };
   static const Route routes[] = {{"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/v1/models", "GET"},
                                  {"/tokenize", "POST"},            {"/detokenize", "POST"},     {"/health", "GET"},
-                                 {"/metrics", "GET"}};
+                                 {"/metrics", "GET"},            {"/v1/embeddings", "POST"},
+                                 {"/v1/messages", "POST"},         {"/v1/messages/count_tokens", "POST"}};
   std::string path = req.path;
+  // The chat page needs no key (it asks for one); its API calls are checked like any other.
+  if (opt.webui && is_webui_path(path)) return ex->respond(webui_response(req));
   const bool model_path = path.rfind("/v1/models/", 0) == 0 && path.size() > 11;
   const Route* route = nullptr;
   for (const Route& r : routes) {
@@ -269,11 +278,17 @@ void OpenAiServer::Impl::handle(const std::shared_ptr<HttpExchange>& ex) {
   if (!opt.api_key.empty()) {
     const std::string auth = req.header("authorization");
     const std::string prefix = "Bearer ";
-    const bool has = auth.size() > prefix.size() && auth.compare(0, prefix.size(), prefix) == 0;
-    if (!has || !same_secret(auth.substr(prefix.size()), opt.api_key)) {
+    // Anthropic's clients send the key as X-Api-Key.
+    const std::string x_key = req.header("x-api-key");
+    const bool has_bearer = auth.size() > prefix.size() && auth.compare(0, prefix.size(), prefix) == 0;
+    const bool has = has_bearer || !x_key.empty();
+    const bool good = (has_bearer && same_secret(auth.substr(prefix.size()), opt.api_key)) ||
+                      (!x_key.empty() && same_secret(x_key, opt.api_key));
+    if (!good) {
       return ex->respond(error_response(
           api_error(401, "invalid_request_error",
-                    has ? "incorrect API key provided" : "missing API key (send an Authorization: Bearer KEY header)",
+                    has ? "incorrect API key provided"
+                        : "missing API key (send an Authorization: Bearer KEY or an X-Api-Key: KEY header)",
                     "invalid_api_key"),
           req));
     }
@@ -283,6 +298,9 @@ void OpenAiServer::Impl::handle(const std::shared_ptr<HttpExchange>& ex) {
   if (!ready) return ex->respond(error_response(api_error(503, "server_error", "the model is loading", "model_loading"), req));
   if (path == "/v1/chat/completions") return generate(ex, Endpoint::kChatCompletions);
   if (path == "/v1/completions") return generate(ex, Endpoint::kCompletions);
+  if (path == "/v1/messages") return serve_messages(*this, ex);
+  if (path == "/v1/messages/count_tokens") return serve_count_tokens(*this, *ex);
+  if (path == "/v1/embeddings") return serve_embeddings(*this, ex, model_ref->n_embd(), opt.pooling);
   if (path == "/tokenize") return tokenize(*ex);
   if (path == "/detokenize") return detokenize(*ex);
   return models(*ex);

@@ -21,6 +21,8 @@ struct ServerOptions {
   std::string chat_template;  // Jinja source overriding the model's (empty: the model's own)
   bool log_json = false;      // access log lines as JSON objects
   bool access_log = true;
+  Pooling pooling = Pooling::kMean;  // /v1/embeddings when the body names none (--pooling)
+  bool webui = true;          // the chat page at / (src/server/webui.h); false: / is 404
 };
 
 class OpenAiServer {

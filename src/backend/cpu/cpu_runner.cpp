@@ -77,8 +77,9 @@ void CpuRunner::add_residual(int64_t T, const float* norm_weight) {
   });
 }
 
-Status CpuRunner::forward(const BatchPlan& plan, float* logits) {
+Status CpuRunner::forward(const BatchPlan& plan, float* logits, float* hidden) {
   LL3_RETURN_IF_ERROR(validate(plan));
+  if (!plan.hidden_rows.empty() && hidden == nullptr) return Status::error("forward: hidden rows asked for without a buffer");
   const int64_t T = static_cast<int64_t>(plan.tokens.size());
   const int64_t dim = c_.dim, hd = c_.head_dim, half = hd / 2;
   const int64_t bs = kv_.config().block_size;
@@ -144,6 +145,14 @@ Status CpuRunner::forward(const BatchPlan& plan, float* logits) {
     add_residual(T, l + 1 < c_.n_layers ? m_.layers[l + 1].attn_norm.data() : nullptr);
     tap("l_out", l, x_, T, dim);
   }
+
+  // The final hidden state norm(x) of the rows embeddings pool: the same arithmetic as the
+  // rows the LM head reads below.
+  pool_.parallel_for(static_cast<int64_t>(plan.hidden_rows.size()), [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) {
+      ops::rmsnorm(&x_[plan.hidden_rows[i] * dim], m_.output_norm.data(), &hidden[i * dim], dim, c_.norm_eps);
+    }
+  });
 
   // logits = W_out · norm(x), only for the rows asked for.
   const int64_t n_out = static_cast<int64_t>(plan.logit_rows.size());

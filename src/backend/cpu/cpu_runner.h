@@ -35,10 +35,11 @@ class CpuRunner final : public ModelRunner {
 
   int64_t max_batch_tokens() const override { return max_tokens_; }
 
-  // Runs one step. logits: (plan.logit_rows.size(), n_vocab). Fails (without touching the
-  // cache) on a plan that does not fit: too many tokens, a token id out of range, or block
-  // tables too short for the positions.
-  Status forward(const BatchPlan& plan, float* logits) override;
+  // Runs one step. logits: (plan.logit_rows.size(), n_vocab); hidden: (plan.hidden_rows.size(),
+  // dim). Fails (without touching the cache) on a plan that does not fit: too many tokens, a
+  // token id out of range, or block tables too short for the positions.
+  Status forward(const BatchPlan& plan, float* logits, float* hidden) override;
+  using ModelRunner::forward;
   std::string where() const override { return "cpu"; }
 
   void set_tap(ActivationTap tap) { tap_ = std::move(tap); }

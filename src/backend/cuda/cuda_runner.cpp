@@ -108,7 +108,7 @@ class CudaRunner final : public ModelRunner {
 
   Status init(const GpuRunnerOptions& o);
   int64_t max_batch_tokens() const override { return max_tokens_; }
-  Status forward(const BatchPlan& plan, float* logits) override;
+  Status forward(const BatchPlan& plan, float* logits, float* hidden) override;
   std::string where() const override { return where_; }
 
  private:
@@ -116,7 +116,7 @@ class CudaRunner final : public ModelRunner {
   Status upload_matrix(const WeightMatrix& W, DevMatrix* d);
   Status sync_blocks(const BatchPlan& plan);
   Status matmul(const DevMatrix& M, const float* x, int64_t n, float* y);
-  Status step(const BatchPlan& plan, float* logits);
+  Status step(const BatchPlan& plan, float* logits, float* hidden);
   Status layer(int64_t l, int64_t T, int64_t width);
   Status download_kv(const BatchPlan& plan, int64_t T);
 
@@ -139,10 +139,11 @@ class CudaRunner final : public ModelRunner {
   float *x_ = nullptr, *xb_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *att_ = nullptr;
   float *proj_ = nullptr, *gate_ = nullptr, *up_ = nullptr, *logits_ = nullptr;
   uint16_t* kv_new_ = nullptr; // (2, n_layers, T, kv_dim) F16: this step's K and V rows
-  int32_t* meta_ = nullptr;    // positions, slots, attended lengths, logit rows, block tables
+  int32_t* meta_ = nullptr;    // positions, slots, attended lengths, logit rows, block tables, hidden rows
   // Pinned host staging for the same.
   float* h_x_ = nullptr;
   float* h_logits_ = nullptr;
+  float* h_hidden_ = nullptr;  // (T, dim) final normed rows (BatchPlan::hidden_rows)
   uint16_t* h_kv_new_ = nullptr;
   int32_t* h_meta_ = nullptr;
   std::vector<uint8_t> row_buf_;  // an embedding row unpacked from its panel
@@ -215,10 +216,11 @@ Status CudaRunner::init(const GpuRunnerOptions& o) {
   LL3_RETURN_IF_ERROR(mem_.device(&logits_, T * c_.n_vocab, "logits"));
   const size_t kv_new = static_cast<size_t>(2 * c_.n_layers * T * kv_dim_);
   LL3_RETURN_IF_ERROR(mem_.device(&kv_new_, kv_new, "new KV rows"));
-  const size_t meta = static_cast<size_t>(4 * T + T * table_cap_);
+  const size_t meta = static_cast<size_t>(5 * T + T * table_cap_);
   LL3_RETURN_IF_ERROR(mem_.device(&meta_, meta, "step metadata"));
   LL3_RETURN_IF_ERROR(mem_.pinned(&h_x_, T * c_.dim, "embeddings"));
   LL3_RETURN_IF_ERROR(mem_.pinned(&h_logits_, T * c_.n_vocab, "logits"));
+  LL3_RETURN_IF_ERROR(mem_.pinned(&h_hidden_, T * c_.dim, "hidden rows"));
   LL3_RETURN_IF_ERROR(mem_.pinned(&h_kv_new_, kv_new, "new KV rows"));
   LL3_RETURN_IF_ERROR(mem_.pinned(&h_meta_, meta, "step metadata"));
   row_buf_.resize(m_.max_row_bytes());
@@ -368,19 +370,21 @@ Status CudaRunner::layer(int64_t l, int64_t T, int64_t width) {
   return matmul(D.down, gate_, T, proj_);
 }
 
-Status CudaRunner::forward(const BatchPlan& plan, float* logits) {
-  Status st = step(plan, logits);
+Status CudaRunner::forward(const BatchPlan& plan, float* logits, float* hidden) {
+  if (!plan.hidden_rows.empty() && hidden == nullptr) return Status::error("forward: hidden rows asked for without a buffer");
+  Status st = step(plan, logits, hidden);
   // A step that failed part way may have copies in flight from the pinned buffers the next
   // step refills: wait for them.
   if (!st.ok()) cudaStreamSynchronize(stream_);
   return st;
 }
 
-Status CudaRunner::step(const BatchPlan& plan, float* logits) {
+Status CudaRunner::step(const BatchPlan& plan, float* logits, float* hidden) {
   const KvCacheConfig& kc = kv_.config();
   LL3_RETURN_IF_ERROR(validate_plan(plan, max_tokens_, c_.n_vocab, kc.block_size, kc.n_blocks));
   const int64_t T = static_cast<int64_t>(plan.tokens.size());
   const int64_t n_out = static_cast<int64_t>(plan.logit_rows.size());
+  const int64_t n_hid = static_cast<int64_t>(plan.hidden_rows.size());
   const int64_t dim = c_.dim, bs = kc.block_size;
   if (n_out > T) return Status::errorf("forward: %lld logit rows for %lld tokens", static_cast<long long>(n_out), static_cast<long long>(T));
   int64_t width = 1;
@@ -391,12 +395,14 @@ Status CudaRunner::step(const BatchPlan& plan, float* logits) {
   }
 
   // The step's metadata, laid out as layer() reads it: positions, cache slots, attended
-  // lengths (T each), logit rows (T), then one block table of `width` per batch row.
+  // lengths (T each), logit rows (T), then one block table of `width` per batch row, then the
+  // hidden rows (T).
   int32_t* pos = h_meta_;
   int32_t* slots = h_meta_ + T;
   int32_t* lens = h_meta_ + 2 * T;
   int32_t* rows = h_meta_ + 3 * T;
   int32_t* tables = h_meta_ + 4 * T;
+  int32_t* hidden_rows = tables + T * width;
   for (const SeqBatch& s : plan.seqs) {
     for (int32_t i = 0; i < s.n_tokens; ++i) {
       const int64_t r = s.token_begin + i, p = static_cast<int64_t>(s.n_past) + i;
@@ -408,6 +414,7 @@ Status CudaRunner::step(const BatchPlan& plan, float* logits) {
     }
   }
   std::copy(plan.logit_rows.begin(), plan.logit_rows.end(), rows);
+  std::copy(plan.hidden_rows.begin(), plan.hidden_rows.end(), hidden_rows);
   // x = embedding(tokens), on the host (a row of any type), then uploaded.
   for (int64_t t = 0; t < T; ++t) {
     const WeightMatrix& E = m_.tok_embd;
@@ -417,13 +424,21 @@ Status CudaRunner::step(const BatchPlan& plan, float* logits) {
   LL3_RETURN_IF_ERROR(cuda_check(cudaMemcpyAsync(x_, h_x_, static_cast<size_t>(T * dim) * sizeof(float),
                                                  cudaMemcpyHostToDevice, stream_),
                                  "upload"));
-  LL3_RETURN_IF_ERROR(cuda_check(cudaMemcpyAsync(meta_, h_meta_, static_cast<size_t>(4 * T + T * width) * sizeof(int32_t),
+  LL3_RETURN_IF_ERROR(cuda_check(cudaMemcpyAsync(meta_, h_meta_, static_cast<size_t>(5 * T + T * width) * sizeof(int32_t),
                                                  cudaMemcpyHostToDevice, stream_),
                                  "upload"));
 
   for (int64_t l = 0; l < c_.n_layers; ++l) LL3_RETURN_IF_ERROR(layer(l, T, width));
   LL3_RETURN_IF_ERROR(cuda::add(x_, proj_, T * dim, stream_));
 
+  // The final hidden state rmsnorm(x) of the rows embeddings pool, as the logits' rows below.
+  if (n_hid > 0) {
+    LL3_RETURN_IF_ERROR(cuda::gather_rows(x_, meta_ + 4 * T + T * width, n_hid, dim, xb_, stream_));
+    LL3_RETURN_IF_ERROR(cuda::rmsnorm(xb_, output_norm_, att_, n_hid, dim, c_.norm_eps, stream_));
+    LL3_RETURN_IF_ERROR(cuda_check(cudaMemcpyAsync(h_hidden_, att_, static_cast<size_t>(n_hid * dim) * sizeof(float),
+                                                   cudaMemcpyDeviceToHost, stream_),
+                                   "download"));
+  }
   // logits = W_out . rmsnorm(x), for the rows asked for.
   if (n_out > 0) {
     LL3_RETURN_IF_ERROR(cuda::gather_rows(x_, meta_ + 3 * T, n_out, dim, xb_, stream_));
@@ -438,6 +453,7 @@ Status CudaRunner::step(const BatchPlan& plan, float* logits) {
                                  "download"));
   LL3_RETURN_IF_ERROR(cuda_check(cudaStreamSynchronize(stream_), "forward"));
   std::memcpy(logits, h_logits_, static_cast<size_t>(n_out * c_.n_vocab) * sizeof(float));
+  if (n_hid > 0) std::memcpy(hidden, h_hidden_, static_cast<size_t>(n_hid * dim) * sizeof(float));
   return download_kv(plan, T);
 }
 
