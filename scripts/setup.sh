@@ -68,6 +68,13 @@ if command -v npm >/dev/null 2>&1 && ((js_missing)); then
     echo "setup: npm ci in tests/server/js failed; the client tests will be skipped (and fail under CI)"
 fi
 
+# The chat page's build tools (webui, pinned by its package-lock.json), so the suite checks that
+# the committed webui/dist is the build of webui/src.
+if command -v npm >/dev/null 2>&1 && [ ! -f "$here/webui/node_modules/esbuild/package.json" ]; then
+  (cd "$here/webui" && npm ci --no-audit --no-fund) ||
+    echo "setup: npm ci in webui failed; the chat page's build check will be skipped (and fail under CI)"
+fi
+
 # The Kubernetes schema models for the deployment tests (tests/deploy/js, pinned by its
 # package-lock.json).
 if command -v npm >/dev/null 2>&1 && [ ! -f "$here/tests/deploy/js/node_modules/kubernetes-models/package.json" ]; then

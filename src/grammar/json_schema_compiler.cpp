@@ -31,8 +31,6 @@ const std::set<std::string> kRefused = {
     "propertyNames", "minProperties", "maxProperties", "unevaluatedProperties", "unevaluatedItems",
     "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor"};
 
-const char* const kTypes[] = {"null", "boolean", "object", "array", "string", "integer", "number"};
-
 std::string alternatives(const std::vector<std::string>& alts) {
   if (alts.size() == 1) return alts[0];
   std::string out = "(";

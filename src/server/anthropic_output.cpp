@@ -73,7 +73,8 @@ std::string AnthropicOutput::start(const ResponseHeader& h, int64_t prompt_token
   Usage u;
   u.prompt_tokens = prompt_tokens;
   msg["usage"] = anthropic_usage(u);
-  std::string out = named_event("message_start", ojson{{"type", "message_start"}, {"message", std::move(msg)}});
+  std::string out =
+      named_event("message_start", ojson{{"type", "message_start"}, {"message", std::move(msg)}});
   // Without tools the output is text: its block opens at once, as Anthropic's streams do.
   if (!tools_) out += open_block(text_block(""));
   text_open_ = !tools_;
@@ -81,8 +82,9 @@ std::string AnthropicOutput::start(const ResponseHeader& h, int64_t prompt_token
 }
 
 std::string AnthropicOutput::open_block(ojson block) {
-  std::string out = named_event("content_block_start",
-                                ojson{{"type", "content_block_start"}, {"index", ++index_}, {"content_block", std::move(block)}});
+  std::string out = named_event("content_block_start", ojson{{"type", "content_block_start"},
+                                                             {"index", ++index_},
+                                                             {"content_block", std::move(block)}});
   open_ = true;
   if (!pinged_) {
     pinged_ = true;
@@ -94,7 +96,8 @@ std::string AnthropicOutput::open_block(ojson block) {
 std::string AnthropicOutput::close_block() {
   if (!open_) return "";
   open_ = text_open_ = false;
-  return named_event("content_block_stop", ojson{{"type", "content_block_stop"}, {"index", index_}});
+  return named_event("content_block_stop",
+                     ojson{{"type", "content_block_stop"}, {"index", index_}});
 }
 
 std::string AnthropicOutput::send_text(const ChoiceOutput& out) {
@@ -107,7 +110,9 @@ std::string AnthropicOutput::send_text(const ChoiceOutput& out) {
   }
   ojson delta = ojson{{"type", "text_delta"}, {"text", text.substr(text_sent_)}};
   text_sent_ = text.size();
-  return ev + named_event("content_block_delta", ojson{{"type", "content_block_delta"}, {"index", index_}, {"delta", std::move(delta)}});
+  return ev + named_event("content_block_delta", ojson{{"type", "content_block_delta"},
+                                                       {"index", index_},
+                                                       {"delta", std::move(delta)}});
 }
 
 std::string AnthropicOutput::token(const ChoiceOutput& out) { return send_text(out); }
@@ -122,20 +127,27 @@ std::string AnthropicOutput::finish(const ChoiceOutput& out, const FinishInfo& f
     ev += close_block();
     ev += open_block(tool_use_block(c, true));
     ojson delta = ojson{{"type", "input_json_delta"}, {"partial_json", dump_json(call_input(c))}};
-    ev += named_event("content_block_delta", ojson{{"type", "content_block_delta"}, {"index", index_}, {"delta", std::move(delta)}});
+    ev += named_event(
+        "content_block_delta",
+        ojson{{"type", "content_block_delta"}, {"index", index_}, {"delta", std::move(delta)}});
   }
   return ev + close_block();
 }
 
 std::string AnthropicOutput::end(const Usage& u) {
   ojson delta = ojson{{"stop_reason", stop_reason_}, {"stop_sequence", nullable(stop_sequence_)}};
-  std::string ev = named_event("message_delta", ojson{{"type", "message_delta"}, {"delta", std::move(delta)}, {"usage", anthropic_usage(u)}});
+  std::string ev = named_event(
+      "message_delta",
+      ojson{{"type", "message_delta"}, {"delta", std::move(delta)}, {"usage", anthropic_usage(u)}});
   return ev + named_event("message_stop", ojson{{"type", "message_stop"}});
 }
 
-std::string AnthropicOutput::error(const ApiError& e) { return named_event("error", anthropic_error_json(e)); }
+std::string AnthropicOutput::error(const ApiError& e) {
+  return named_event("error", anthropic_error_json(e));
+}
 
-std::string AnthropicOutput::response(const ResponseHeader& h, const ChoiceOutput& out, const FinishInfo& f, const Usage& u) {
+std::string AnthropicOutput::response(const ResponseHeader& h, const ChoiceOutput& out,
+                                      const FinishInfo& f, const Usage& u) {
   const std::string reason = anthropic_stop_reason(out.finish_reason(), f);
   ojson msg = ojson::object();
   msg["id"] = h.id;
@@ -167,7 +179,8 @@ void serve_count_tokens(ServeContext& ctx, HttpExchange& ex) {
   ApiError e = parse_count_tokens_request(ex.request().body, ctx.model(), &p);
   if (!e.ok()) return ex.respond(ctx.error_response(e, ex.request()));
   // Tokenized as GenerateCall tokenizes the prompt of /v1/messages.
-  const size_t n = p.segments.empty() ? ctx.encode(p.text, p.add_bos).size() : ctx.encode_segments(p.segments).size();
+  const size_t n = p.segments.empty() ? ctx.encode(p.text, p.add_bos).size()
+                                      : ctx.encode_segments(p.segments).size();
   HttpResponse r;
   r.body = dump_json(ojson{{"input_tokens", n}});
   r.headers = ctx.common_headers(ex.request());

@@ -35,7 +35,8 @@ class AnthropicOutput final : public OutputDialect {
   std::string finish(const ChoiceOutput& out, const FinishInfo& f) override;
   std::string end(const Usage& u) override;
   std::string error(const ApiError& e) override;
-  std::string response(const ResponseHeader& h, const ChoiceOutput& out, const FinishInfo& f, const Usage& u) override;
+  std::string response(const ResponseHeader& h, const ChoiceOutput& out, const FinishInfo& f,
+                       const Usage& u) override;
 
  private:
   std::string open_block(ojson block);  // content_block_start (and the ping after the first)

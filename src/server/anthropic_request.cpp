@@ -8,12 +8,18 @@ namespace {
 
 const char* type_name(const ojson& v) {
   switch (v.type()) {
-    case ojson::value_t::null: return "null";
-    case ojson::value_t::boolean: return "a boolean";
-    case ojson::value_t::string: return "a string";
-    case ojson::value_t::array: return "an array";
-    case ojson::value_t::object: return "an object";
-    default: return "a number";
+    case ojson::value_t::null:
+      return "null";
+    case ojson::value_t::boolean:
+      return "a boolean";
+    case ojson::value_t::string:
+      return "a string";
+    case ojson::value_t::array:
+      return "an array";
+    case ojson::value_t::object:
+      return "an object";
+    default:
+      return "a number";
   }
 }
 
@@ -29,7 +35,8 @@ const ojson* field(const ojson& o, const char* key) {
 }
 
 // A string field that must be there.
-ApiError required_string(const ojson& o, const char* key, const std::string& param, std::string* out) {
+ApiError required_string(const ojson& o, const char* key, const std::string& param,
+                         std::string* out) {
   const ojson* v = field(o, key);
   if (!v) return invalid_request("'" + param + "." + key + "' is required", param + "." + key);
   if (!v->is_string()) return wrong_type(param + "." + key, "a string", *v);
@@ -62,7 +69,9 @@ ApiError text_parts(const ojson& c, const std::string& param, ojson* out) {
     const std::string p = param + "[" + std::to_string(k) + "]";
     std::string type, text;
     RETURN_IF_API_ERROR(block_type(c[k], p, &type));
-    if (type != "text") return invalid_request("content blocks of type '" + type + "' are not supported here (text only)", p + ".type");
+    if (type != "text")
+      return invalid_request(
+          "content blocks of type '" + type + "' are not supported here (text only)", p + ".type");
     RETURN_IF_API_ERROR(required_string(c[k], "text", p, &text));
     out->push_back(ojson{{"type", "text"}, {"text", std::move(text)}});
   }
@@ -80,7 +89,9 @@ ApiError tool_use_call(const ojson& block, const std::string& p, ojson* call) {
     if (!in->is_object()) return wrong_type(p + ".input", "an object", *in);
     input = *in;
   }
-  *call = ojson{{"id", id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", std::move(input)}}}};
+  *call = ojson{{"id", id},
+                {"type", "function"},
+                {"function", {{"name", name}, {"arguments", std::move(input)}}}};
   return {};
 }
 
@@ -90,7 +101,8 @@ ApiError tool_result_message(const ojson& block, const std::string& p, ojson* ms
   std::string id;
   RETURN_IF_API_ERROR(required_string(block, "tool_use_id", p, &id));
   ojson content = "";
-  if (const ojson* c = field(block, "content")) RETURN_IF_API_ERROR(text_parts(*c, p + ".content", &content));
+  if (const ojson* c = field(block, "content"))
+    RETURN_IF_API_ERROR(text_parts(*c, p + ".content", &content));
   bool is_error = false;
   if (const ojson* e = field(block, "is_error")) {
     if (!e->is_boolean()) return wrong_type(p + ".is_error", "a boolean", *e);
@@ -115,7 +127,8 @@ ApiError convert_message(const ojson& m, const std::string& p, ojson* out) {
   std::string role;
   RETURN_IF_API_ERROR(required_string(m, "role", p, &role));
   if (role != "user" && role != "assistant") {
-    return invalid_request("'" + p + ".role' must be \"user\" or \"assistant\", got '" + role + "' (the system prompt goes in 'system')",
+    return invalid_request("'" + p + ".role' must be \"user\" or \"assistant\", got '" + role +
+                               "' (the system prompt goes in 'system')",
                            p + ".role");
   }
   const ojson* c = field(m, "content");
@@ -124,7 +137,8 @@ ApiError convert_message(const ojson& m, const std::string& p, ojson* out) {
     out->push_back(ojson{{"role", role}, {"content", *c}});
     return {};
   }
-  if (!c->is_array()) return wrong_type(p + ".content", "a string or an array of content blocks", *c);
+  if (!c->is_array())
+    return wrong_type(p + ".content", "a string or an array of content blocks", *c);
   ojson text = ojson::array(), calls = ojson::array();
   auto flush_text = [&] {
     if (!text.empty()) out->push_back(ojson{{"role", role}, {"content", text}});
@@ -152,17 +166,21 @@ ApiError convert_message(const ojson& m, const std::string& p, ojson* out) {
       // Reasoning a client sends back: this server never writes any, and the model's template
       // has no place for it.
     } else {
-      return invalid_request("content blocks of type '" + type + "' are not supported in " + role +
-                                 " messages (text, tool_use in assistant messages, tool_result in user messages)",
-                             q + ".type");
+      return invalid_request(
+          "content blocks of type '" + type + "' are not supported in " + role +
+              " messages (text, tool_use in assistant messages, tool_result in user messages)",
+          q + ".type");
     }
   }
   if (role == "assistant" && !calls.empty()) {
-    ojson msg = ojson{{"role", "assistant"}, {"content", text.empty() ? ojson("") : text}, {"tool_calls", std::move(calls)}};
+    ojson msg = ojson{{"role", "assistant"},
+                      {"content", text.empty() ? ojson("") : text},
+                      {"tool_calls", std::move(calls)}};
     out->push_back(std::move(msg));
     return {};
   }
-  if (text.empty() && c->empty()) text.push_back(ojson{{"type", "text"}, {"text", ""}});  // an empty turn stays a turn
+  if (text.empty() && c->empty())
+    text.push_back(ojson{{"type", "text"}, {"text", ""}});  // an empty turn stays a turn
   flush_text();
   return {};
 }
@@ -187,10 +205,12 @@ ApiError convert_tools(const ojson& tools, ojson* out) {
     const std::string p = "tools[" + std::to_string(i) + "]";
     const ojson& t = tools[i];
     if (!t.is_object()) return wrong_type(p, "an object", t);
-    if (const ojson* type = field(t, "type"); type && !(type->is_string() && type->get<std::string>() == "custom")) {
-      return invalid_request("'" + p + ".type' " + (type->is_string() ? "'" + type->get<std::string>() + "'" : "") +
-                                 " is not supported: only custom tools ({name, description, input_schema}) are",
-                             p + ".type");
+    if (const ojson* type = field(t, "type");
+        type && !(type->is_string() && type->get<std::string>() == "custom")) {
+      return invalid_request(
+          "'" + p + ".type' " + (type->is_string() ? "'" + type->get<std::string>() + "'" : "") +
+              " is not supported: only custom tools ({name, description, input_schema}) are",
+          p + ".type");
     }
     std::string name;
     RETURN_IF_API_ERROR(required_string(t, "name", p, &name));
@@ -201,7 +221,8 @@ ApiError convert_tools(const ojson& tools, ojson* out) {
       fn["description"] = *d;
     }
     const ojson* schema = field(t, "input_schema");
-    if (!schema) return invalid_request("'" + p + ".input_schema' is required", p + ".input_schema");
+    if (!schema)
+      return invalid_request("'" + p + ".input_schema' is required", p + ".input_schema");
     if (!schema->is_object()) return wrong_type(p + ".input_schema", "an object", *schema);
     fn["parameters"] = *schema;
     out->push_back(ojson{{"type", "function"}, {"function", std::move(fn)}});
@@ -224,17 +245,31 @@ ApiError convert_tool_choice(const ojson& tc, ojson* out) {
     RETURN_IF_API_ERROR(required_string(tc, "name", "tool_choice", &name));
     *out = ojson{{"type", "function"}, {"function", {{"name", name}}}};
   } else {
-    return invalid_request("'tool_choice.type' must be one of auto, any, tool, none; got '" + type + "'", "tool_choice.type");
+    return invalid_request(
+        "'tool_choice.type' must be one of auto, any, tool, none; got '" + type + "'",
+        "tool_choice.type");
   }
   return {};
 }
 
 // Fields that mean the same in both bodies, copied as they are (parse_chat_request checks them):
 // Anthropic's sampling fields and ll3's own extensions that the OpenAI path accepts too.
-constexpr const char* kSameFields[] = {"model", "temperature", "top_p", "top_k", "stream", "seed", "min_p",
-                                       "repeat_penalty", "repetition_penalty", "presence_penalty",
-                                       "frequency_penalty", "repeat_last_n", "ignore_eos", "session_id",
-                                       "priority", "speculative"};
+constexpr const char* kSameFields[] = {"model",
+                                       "temperature",
+                                       "top_p",
+                                       "top_k",
+                                       "stream",
+                                       "seed",
+                                       "min_p",
+                                       "repeat_penalty",
+                                       "repetition_penalty",
+                                       "presence_penalty",
+                                       "frequency_penalty",
+                                       "repeat_last_n",
+                                       "ignore_eos",
+                                       "session_id",
+                                       "priority",
+                                       "speculative"};
 
 // The fields only /v1/messages reads: max_tokens (required, as Anthropic requires it),
 // stop_sequences and the sampling and engine fields.
@@ -256,7 +291,8 @@ ApiError generation_fields(const ojson& b, ojson* o) {
 ApiError renamed(ApiError e) {
   if (e.param.rfind("stop", 0) == 0) {
     const std::string from = "'" + e.param, to = "'stop_sequences" + e.param.substr(4);
-    if (size_t at = e.message.find(from); at != std::string::npos) e.message.replace(at, from.size(), to);
+    if (size_t at = e.message.find(from); at != std::string::npos)
+      e.message.replace(at, from.size(), to);
     e.param = "stop_sequences" + e.param.substr(4);
   }
   return e;
@@ -264,14 +300,17 @@ ApiError renamed(ApiError e) {
 
 ApiError parse_body(std::string_view body, ojson* out) {
   if (json_depth(body, kMaxJsonDepth) > kMaxJsonDepth) {
-    return invalid_request("the request body nests JSON deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    return invalid_request("the request body nests JSON deeper than " +
+                           std::to_string(kMaxJsonDepth) + " levels");
   }
   try {
     *out = ojson::parse(body.begin(), body.end());
   } catch (const ojson::exception& e) {
     return invalid_request(std::string("the request body is not valid JSON: ") + e.what());
   }
-  if (!out->is_object()) return invalid_request(std::string("the request body must be a JSON object, got ") + type_name(*out));
+  if (!out->is_object())
+    return invalid_request(std::string("the request body must be a JSON object, got ") +
+                           type_name(*out));
   return {};
 }
 
@@ -308,7 +347,8 @@ ApiError anthropic_to_openai(const ojson& b, bool count_only, ojson* o) {
     RETURN_IF_API_ERROR(convert_tool_choice(*tc, &c));
     (*o)["tool_choice"] = std::move(c);
   }
-  if (const ojson* md = field(b, "metadata"); md && !md->is_object()) return wrong_type("metadata", "an object", *md);
+  if (const ojson* md = field(b, "metadata"); md && !md->is_object())
+    return wrong_type("metadata", "an object", *md);
   if (count_only) {
     if (const ojson* m = field(b, "model")) (*o)["model"] = *m;
     return {};
@@ -333,15 +373,23 @@ ApiError parse_count_tokens_request(std::string_view body, const ModelInfo& mode
 
 const char* anthropic_error_type(int status) {
   switch (status) {
-    case 400: return "invalid_request_error";
-    case 401: return "authentication_error";
-    case 403: return "permission_error";
-    case 404: return "not_found_error";
-    case 413: return "request_too_large";
-    case 429: return "rate_limit_error";
+    case 400:
+      return "invalid_request_error";
+    case 401:
+      return "authentication_error";
+    case 403:
+      return "permission_error";
+    case 404:
+      return "not_found_error";
+    case 413:
+      return "request_too_large";
+    case 429:
+      return "rate_limit_error";
     case 503:
-    case 529: return "overloaded_error";
-    default: return status >= 400 && status < 500 ? "invalid_request_error" : "api_error";
+    case 529:
+      return "overloaded_error";
+    default:
+      return status >= 400 && status < 500 ? "invalid_request_error" : "api_error";
   }
 }
 

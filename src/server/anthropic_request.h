@@ -7,17 +7,17 @@
 // conversation into the same tokens. Pure, like openai_request.h.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "server/openai_request.h"
 
 namespace ll3::server {
 
 // Anthropic's body -> OpenAI's. count_only: the count_tokens body (no max_tokens, no sampling).
-ApiError anthropic_to_openai(const nlohmann::ordered_json& body, bool count_only, nlohmann::ordered_json* out);
+ApiError anthropic_to_openai(const nlohmann::ordered_json& body, bool count_only,
+                             nlohmann::ordered_json* out);
 
 // POST /v1/messages: the request as the OpenAI chat path would have it.
 ApiError parse_messages_request(std::string_view body, const ModelInfo& model, ApiRequest* out);

@@ -22,7 +22,9 @@ TEST(JsonSchema, CorpusAcceptsValidAndRefusesInvalidWhereExpected) {
     for (const auto& r : c.invalid) {
       size_t at = accepted_prefix(*g, r.text);
       EXPECT_EQ(at, r.at) << "invalid: " << r.text;
-      if (at == r.text.size()) EXPECT_FALSE(matches(*g, r.text)) << "invalid but complete: " << r.text;
+      if (at == r.text.size()) {
+        EXPECT_FALSE(matches(*g, r.text)) << "invalid but complete: " << r.text;
+      }
     }
   }
 }
@@ -46,7 +48,7 @@ TEST(JsonSchema, RefusalsNameKeywordAndPointer) {
       {R"({"$defs":{"a":{"type":"array","items":{"type":"string","format":"email"}}},"$ref":"#/$defs/a"})",
        "'format' at #/$defs/a/items (\"email\") is not supported"},
       {R"({"type":"string","pattern":"(a)\\1"})", "'pattern' at # is not supported: backreference"},
-      {R"({"type":"string","pattern":"a(?=b)"})", "lookaround"},
+      {R"j({"type":"string","pattern":"a(?=b)"})j", "lookaround"},
       {R"({"type":"string","pattern":"\\bword"})", "word boundary"},
       {R"({"type":"string","pattern":"a^b"})", "anchor '^' inside"},
       {R"({"type":"string","pattern":"\\p{L}"})", "Unicode property"},

@@ -2,6 +2,7 @@
 // logits equal those of running it alone, whatever its KV blocks and its place in the batch.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 #include "kv/block_pool.h"
@@ -68,10 +69,21 @@ TEST(BatchPlan, MixedPrefillAndDecodeOfThreeSequences) {
       q.n_past = end;
     }
     std::vector<float> logits(rows.size() * V);
-    BatchPlan plan{tokens, plan_seqs, rows};
-    ASSERT_TRUE(runner.forward(plan, logits.data()).ok());
+    // The final hidden rows of the same positions (embeddings): what the LM head read.
+    const int64_t dim = model.config.dim;
+    std::vector<float> hidden(rows.size() * dim);
+    BatchPlan plan{tokens, plan_seqs, rows, rows};
+    ASSERT_TRUE(runner.forward(plan, logits.data(), hidden.data()).ok());
+    std::vector<uint8_t> wbuf(model.output.row_bytes);
+    std::vector<float> w(dim);
     for (size_t i = 0; i < which.size(); ++i) {
       std::copy(logits.begin() + i * V, logits.begin() + (i + 1) * V, out.begin() + which[i] * V);
+      for (int64_t v : {int64_t{0}, int64_t{9906}, V - 1}) {
+        model.output.traits->to_float(model.output.row_in(v, wbuf.data()), w.data(), dim);
+        double dot = 0;
+        for (int64_t j = 0; j < dim; ++j) dot += static_cast<double>(w[j]) * hidden[i * dim + j];
+        EXPECT_NEAR(dot, logits[i * V + v], 1e-4 * (1 + std::fabs(dot))) << "row " << i << " token " << v;
+      }
     }
   }
   for (int s = 0; s < 3; ++s) {
@@ -99,21 +111,29 @@ TEST(BatchPlan, RejectsInconsistentPlans) {
   s.n_past = 15;  // positions 15..17 need two blocks
   s.block_table = blocks;
   std::vector<SeqBatch> seqs{s};
-  Status st = runner.forward(BatchPlan{tokens, seqs, rows}, logits.data());
+  Status st = runner.forward(BatchPlan{tokens, seqs, rows, {}}, logits.data());
   EXPECT_EQ(st.message(), "forward: block table of 1 blocks cannot hold 18 positions");
   seqs[0].n_past = 0;
   seqs[0].n_tokens = 2;
-  st = runner.forward(BatchPlan{tokens, seqs, rows}, logits.data());
+  st = runner.forward(BatchPlan{tokens, seqs, rows, {}}, logits.data());
   EXPECT_EQ(st.message(), "forward: sequences do not cover the batch");
   std::vector<int32_t> many(9, 1);
   seqs[0].n_tokens = 9;
-  st = runner.forward(BatchPlan{many, seqs, rows}, logits.data());
+  st = runner.forward(BatchPlan{many, seqs, rows, {}}, logits.data());
   EXPECT_EQ(st.message(), "forward: batch of 9 tokens exceeds the maximum of 8");
   std::vector<int32_t> bad_block{7};
   seqs[0].n_tokens = 3;
   seqs[0].block_table = bad_block;
-  st = runner.forward(BatchPlan{tokens, seqs, rows}, logits.data());
+  st = runner.forward(BatchPlan{tokens, seqs, rows, {}}, logits.data());
   EXPECT_EQ(st.message(), "forward: KV block id 7 out of range");
+  seqs[0].block_table = blocks;
+  std::vector<int32_t> hidden_rows{3};
+  std::vector<float> hidden((*m)->config.dim);
+  st = runner.forward(BatchPlan{tokens, seqs, rows, hidden_rows}, logits.data(), hidden.data());
+  EXPECT_EQ(st.message(), "forward: hidden row 3 out of range");
+  hidden_rows = {0};
+  st = runner.forward(BatchPlan{tokens, seqs, rows, hidden_rows}, logits.data());
+  EXPECT_EQ(st.message(), "forward: hidden rows asked for without a buffer");
 }
 
 }  // namespace

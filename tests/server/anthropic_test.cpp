@@ -290,6 +290,12 @@ TEST(AnthropicOutput, ProseWithToolsAndEmptyOutputsAndLength) {
 
 Reply post_messages(HttpClient& c, const json& body, const std::string& path = "/v1/messages") { return post(c, path, body); }
 
+// Bodies whose keys keep their order: the template writes tools with tojson, key by key, so an
+// OpenAI tool is rendered as the client ordered it ({type, function: {name, description,
+// parameters}}, which is also the order /v1/messages converts to).
+ojson ordered(const json& j) { return ojson::parse(j.dump()); }
+Reply post_ordered(HttpClient& c, const std::string& path, const ojson& body) { return c.request("POST", path, body.dump()); }
+
 json user_turn(const std::string& text) { return json::array({{{"role", "user"}, {"content", text}}}); }
 
 // The engine's greedy output for the chat template's tokens of OpenAI `messages` (and tools).
@@ -297,10 +303,10 @@ struct Expected {
   std::vector<int32_t> prompt;
   Engine::Completion out;
 };
-Expected expected(HttpClient& c, const json& messages, int64_t max_tokens, const json& tools = nullptr) {
-  json b = {{"messages", messages}};
+Expected expected(HttpClient& c, const ojson& messages, int64_t max_tokens, const ojson& tools = nullptr) {
+  ojson b = {{"messages", messages}};
   if (!tools.is_null()) b["tools"] = tools;
-  Reply t = post(c, "/tokenize", b);
+  Reply t = post_ordered(c, "/tokenize", b);
   EXPECT_EQ(t.status, 200) << t.body;
   Expected x;
   x.prompt = t.body_json()["tokens"].get<std::vector<int32_t>>();
@@ -337,7 +343,7 @@ TEST(AnthropicServer, GreedyTextEqualsTheEngineAndChatCompletions) {
   const json body = {{"model", "claude-test"}, {"max_tokens", 12}, {"temperature", 0}, {"system", "You are terse."},
                      {"messages", user_turn("Name three rivers of Europe.")}, {"metadata", {{"user_id", "x"}}}};
   const json openai_messages = {{{"role", "system"}, {"content", "You are terse."}}, {{"role", "user"}, {"content", "Name three rivers of Europe."}}};
-  const Expected want = expected(c, openai_messages, 12);
+  const Expected want = expected(c, ordered(openai_messages), 12);
   Reply r = post_messages(c, body);
   ASSERT_EQ(r.status, 200) << r.body;
   const json m = r.body_json();
@@ -405,7 +411,7 @@ TEST(AnthropicServer, StopSequencesAndMaxTokens) {
   REQUIRE_SERVER();
   HttpClient c = main_client();
   const json messages = user_turn("Count to twenty.");
-  const Expected want = expected(c, messages, 16);
+  const Expected want = expected(c, ordered(messages), 16);
   const std::string& t = want.out.text;
   // A stop string from the middle of the greedy output, on character boundaries: the text
   // before it comes back, and the string.
@@ -444,24 +450,15 @@ TEST(AnthropicServer, StopSequencesAndMaxTokens) {
   }
 }
 
-const json& weather_tool_openai() {
-  static const json t = json::parse(R"([{"type": "function", "function": {"name": "get_weather", "description": "Current weather",
+const ojson& weather_tool_openai() {
+  static const ojson t = ojson::parse(R"([{"type": "function", "function": {"name": "get_weather", "description": "Current weather",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])");
   return t;
 }
-const json& weather_tool() {
-  static const json t = json::parse(R"([{"name": "get_weather", "description": "Current weather",
+const ojson& weather_tool() {
+  static const ojson t = ojson::parse(R"([{"name": "get_weather", "description": "Current weather",
     "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}])");
   return t;
-}
-
-// Both routes then meet the prompt in the prefix cache alike. (A prompt computed whole and one
-// continued from cached blocks can differ in the last bits of their logits, which the random
-// model's near-ties turn into other tokens: seen with the tools' long system prompt.)
-void warm_prefix_cache(HttpClient& c, json chat_body) {
-  chat_body["max_tokens"] = 1;
-  chat_body.erase("tool_choice");
-  EXPECT_EQ(post(c, "/v1/chat/completions", chat_body).status, 200);
 }
 
 // /v1/messages' answer is /v1/chat/completions' answer to the same conversation: the same text,
@@ -490,17 +487,16 @@ TEST(AnthropicServer, ToolsRenderAndAnswer) {
   REQUIRE_SERVER();
   HttpClient c = main_client();
   const json messages = user_turn("Weather in Paris?");
-  const Expected want = expected(c, messages, 8, weather_tool_openai());
+  const Expected want = expected(c, ordered(messages), 8, weather_tool_openai());
   for (const json& choice : {json{{"type", "auto"}}, json{{"type", "any"}}, json{{"type", "tool"}, {"name", "get_weather"}}}) {
-    json body = {{"max_tokens", 8}, {"temperature", 0}, {"messages", messages}, {"tools", weather_tool()}, {"tool_choice", choice}};
-    json openai = {{"max_tokens", 8}, {"temperature", 0}, {"messages", messages}, {"tools", weather_tool_openai()}};
-    openai["tool_choice"] = choice["type"] == "auto" ? json("auto")
-                            : choice["type"] == "any" ? json("required")
-                                                      : json{{"type", "function"}, {"function", {{"name", "get_weather"}}}};
-    warm_prefix_cache(c, openai);
-    Reply o = post(c, "/v1/chat/completions", openai);
+    ojson body = {{"max_tokens", 8}, {"temperature", 0}, {"messages", ordered(messages)}, {"tools", weather_tool()}, {"tool_choice", ordered(choice)}};
+    ojson openai = {{"max_tokens", 8}, {"temperature", 0}, {"messages", ordered(messages)}, {"tools", weather_tool_openai()}};
+    openai["tool_choice"] = choice["type"] == "auto" ? ojson("auto")
+                            : choice["type"] == "any" ? ojson("required")
+                                                      : ojson{{"type", "function"}, {"function", {{"name", "get_weather"}}}};
+    Reply o = post_ordered(c, "/v1/chat/completions", openai);
     ASSERT_EQ(o.status, 200) << o.body;
-    Reply r = post_messages(c, body);
+    Reply r = post_ordered(c, "/v1/messages", body);
     ASSERT_EQ(r.status, 200) << r.body;
     const json m = r.body_json();
     EXPECT_EQ(m["usage"]["input_tokens"].get<int64_t>() + m["usage"]["cache_read_input_tokens"].get<int64_t>(),
@@ -524,44 +520,44 @@ TEST(AnthropicServer, ToolsRenderAndAnswer) {
     EXPECT_EQ(text, text_of(m));
     if (stop == "tool_use") EXPECT_EQ(json::parse(input), m["content"].back()["input"]);
   }
-  Reply n = post_messages(c, {{"messages", messages}, {"tools", weather_tool()}}, "/v1/messages/count_tokens");
+  Reply n = post_ordered(c, "/v1/messages/count_tokens", {{"messages", ordered(messages)}, {"tools", weather_tool()}});
   ASSERT_EQ(n.status, 200) << n.body;
   EXPECT_EQ(n.body_json()["input_tokens"], want.prompt.size());
   // A forced tool that is not offered.
-  json body = {{"max_tokens", 8}, {"messages", messages}, {"tools", weather_tool()}, {"tool_choice", {{"type", "tool"}, {"name", "nope"}}}};
-  expect_anthropic_error(post_messages(c, body), 400, "invalid_request_error");
+  ojson body = {{"max_tokens", 8}, {"messages", ordered(messages)}, {"tools", weather_tool()}, {"tool_choice", {{"type", "tool"}, {"name", "nope"}}}};
+  expect_anthropic_error(post_ordered(c, "/v1/messages", body), 400, "invalid_request_error");
 }
 
 TEST(AnthropicServer, ToolResultRoundTripRendersAsTheOpenAiConversation) {
   REQUIRE_SERVER();
   HttpClient c = main_client();
-  const json anthropic = json::parse(R"([{"role": "user", "content": "Weather in Paris?"},
+  const ojson anthropic = ojson::parse(R"([{"role": "user", "content": "Weather in Paris?"},
     {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}]},
     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "18 C, sunny"}]}]}])");
-  const json openai = json::parse(R"([{"role": "user", "content": "Weather in Paris?"},
+  const ojson openai = ojson::parse(R"([{"role": "user", "content": "Weather in Paris?"},
     {"role": "assistant", "content": null, "tool_calls": [{"id": "toolu_1", "type": "function",
       "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
     {"role": "tool", "tool_call_id": "toolu_1", "content": "18 C, sunny"}])");
   const Expected want = expected(c, openai, 6, weather_tool_openai());
   Reply d = post(c, "/detokenize", {{"tokens", want.prompt}});
+  ASSERT_EQ(d.status, 200) << d.body;
   const std::string prompt = d.body_json()["content"];
   EXPECT_NE(prompt.find("{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}<|eot_id|>"), std::string::npos) << prompt;
   EXPECT_NE(prompt.find("<|start_header_id|>ipython<|end_header_id|>\n\n\"18 C, sunny\"<|eot_id|>"), std::string::npos) << prompt;
-  Reply n = post_messages(c, {{"messages", anthropic}, {"tools", weather_tool()}}, "/v1/messages/count_tokens");
+  Reply n = post_ordered(c, "/v1/messages/count_tokens", {{"messages", anthropic}, {"tools", weather_tool()}});
   ASSERT_EQ(n.status, 200) << n.body;
   EXPECT_EQ(n.body_json()["input_tokens"], want.prompt.size());
   // The same prompt, so the same answer as the chat route's.
-  const json chat = {{"max_tokens", 6}, {"temperature", 0}, {"messages", openai}, {"tools", weather_tool_openai()}};
-  warm_prefix_cache(c, chat);
-  Reply o = post(c, "/v1/chat/completions", chat);
+  const ojson chat = {{"max_tokens", 6}, {"temperature", 0}, {"messages", openai}, {"tools", weather_tool_openai()}};
+  Reply o = post_ordered(c, "/v1/chat/completions", chat);
   ASSERT_EQ(o.status, 200) << o.body;
-  Reply r = post_messages(c, {{"max_tokens", 6}, {"temperature", 0}, {"messages", anthropic}, {"tools", weather_tool()}});
+  Reply r = post_ordered(c, "/v1/messages", {{"max_tokens", 6}, {"temperature", 0}, {"messages", anthropic}, {"tools", weather_tool()}});
   ASSERT_EQ(r.status, 200) << r.body;
   expect_same_answer(r.body_json(), o.body_json()["choices"][0]);
   // is_error reaches the model as words.
-  json failed = anthropic;
+  ojson failed = anthropic;
   failed[2]["content"][0]["is_error"] = true;
-  Reply f = post_messages(c, {{"messages", failed}, {"tools", weather_tool()}}, "/v1/messages/count_tokens");
+  Reply f = post_ordered(c, "/v1/messages/count_tokens", {{"messages", failed}, {"tools", weather_tool()}});
   ASSERT_EQ(f.status, 200) << f.body;
   EXPECT_GT(f.body_json()["input_tokens"].get<size_t>(), want.prompt.size());
 }

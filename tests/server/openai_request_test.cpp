@@ -166,7 +166,12 @@ TEST(OpenAiRequest, MistakesAre400sNamingTheField) {
       {R"({"tool_choice": {"type": "function", "function": {"name": "f"}}})", "tool_choice"},
       {R"({"tools": [], "tool_choice": "required"})", "tool_choice"},
       {R"({"logit_bias": {"5": 10}})", "logit_bias"},
-      {R"({"response_format": {"type": "json_object"}})", "response_format"},
+      {R"({"response_format": {"type": "xml"}})", "response_format"},
+      {R"({"response_format": {"type": "json_schema"}})", "response_format"},
+      {R"({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "format": "hostname-ish"}}}})", "response_format"},
+      {R"({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "array", "uniqueItems": true}}}})", "response_format"},
+      {R"({"grammar": "root ::= undefined-rule"})", "grammar"},
+      {R"({"grammar": 5})", "grammar"},
       {R"({"model": 5})", "model"},
   };
   for (const Case& c : cases) {
@@ -237,13 +242,29 @@ TEST(OpenAiRequest, RolesContentPartsAndTools) {
   ASSERT_TRUE(chat(b, &r).ok());
   EXPECT_EQ(r.tool_names, std::vector<std::string>{"other"});
 
-  // A template that knows nothing of tools: an explicit 400, not silently dropped tools.
+  // A template that knows nothing of tools: they go into a system message in the generic call
+  // format, and a past call into the assistant's text in that format; "required" adds a grammar.
   ModelInfo plain = llama31();
   plain.template_supports_tools = false;
   b.erase("tool_choice");
+  ASSERT_TRUE(parse_chat_request(b.dump(), plain, &r).ok());
+  EXPECT_TRUE(r.tools);
+  EXPECT_EQ(r.base.grammar, nullptr);
+  const std::string& q = r.prompts[0].text;
+  EXPECT_NE(q.find("You have access to the following functions"), std::string::npos) << q;
+  EXPECT_NE(q.find("\"name\": \"get_weather\""), std::string::npos) << q;
+  EXPECT_NE(q.find("{\"name\":\"get_weather\",\"parameters\":{\"city\":\"Paris\"}}"), std::string::npos) << q;
+  b["tool_choice"] = "required";
+  ASSERT_TRUE(parse_chat_request(b.dump(), plain, &r).ok());
+  EXPECT_NE(r.base.grammar, nullptr);
+  EXPECT_NE(r.prompts[0].text.find("You must call one of the functions"), std::string::npos);
+  // A forced call and a response format both constrain the output: refused, not one ignored.
+  b["response_format"] = json::parse(R"({"type": "json_object"})");
   e = parse_chat_request(b.dump(), plain, &r);
   EXPECT_EQ(e.status, 400);
-  EXPECT_EQ(e.param, "tools");
+  EXPECT_EQ(e.param, "response_format");
+  b.erase("response_format");
+  b.erase("tool_choice");
   // A conversation the template refuses (two calls in one message: raise_exception).
   b = chat_body();
   b["messages"] = json::parse(R"([{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [
@@ -398,6 +419,55 @@ TEST(OpenAiRequest, DamagedBodiesGetCleanAnswers) {
     e = parse_completion_request(text, m, &r);
     ASSERT_TRUE(e.ok() || (e.status == 400 && !e.message.empty())) << text;
   }
+}
+
+}  // namespace
+}  // namespace ll3::server
+
+namespace ll3::server {
+namespace {
+
+// response_format, llama-server's json_schema and grammar fields: each a grammar on the engine
+// request (chat and completions); text asks for none.
+TEST(OpenAiRequest, OutputFormatsBecomeGrammars) {
+  const ModelInfo model = [] {
+    ModelInfo m;
+    m.id = "m";
+    return m;
+  }();
+  const char* formats[] = {
+      R"({"response_format": {"type": "json_object"}})",
+      R"({"response_format": {"type": "json_schema", "json_schema": {"name": "p", "strict": true, "schema": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"], "additionalProperties": false}}}})",
+      R"({"response_format": {"type": "json_object", "schema": {"type": "array", "items": {"type": "boolean"}}}})",
+      R"({"json_schema": {"enum": ["x", "y"]}})",
+      R"({"grammar": "root ::= \"yes\" | \"no\""})",
+  };
+  for (const char* f : formats) {
+    nlohmann::ordered_json chat = nlohmann::ordered_json::parse(f), comp = chat;
+    chat["messages"] = nlohmann::ordered_json::parse(R"([{"role": "user", "content": "hi"}])");
+    comp["prompt"] = "hi";
+    ApiRequest r;
+    ApiError e = parse_chat_request(chat.dump(), model, &r);
+    ASSERT_TRUE(e.ok()) << f << ": " << e.message;
+    EXPECT_NE(r.base.grammar, nullptr) << f;
+    e = parse_completion_request(comp.dump(), model, &r);
+    ASSERT_TRUE(e.ok()) << f << ": " << e.message;
+    EXPECT_NE(r.base.grammar, nullptr) << f;
+  }
+  ApiRequest r;
+  ASSERT_TRUE(parse_completion_request(R"({"prompt": "hi", "response_format": {"type": "text"}})", model, &r).ok());
+  EXPECT_EQ(r.base.grammar, nullptr);
+  // Two sources at once: which one would win is not guessed.
+  ApiError e = parse_completion_request(R"({"prompt": "hi", "grammar": "root ::= \"a\"", "json_schema": {"type": "string"}})", model, &r);
+  EXPECT_EQ(e.status, 400);
+  // The refusal names the keyword and where it is.
+  e = parse_completion_request(
+      R"({"prompt": "hi", "response_format": {"type": "json_schema", "json_schema": {"name": "t", "schema": {"type": "object", "properties": {"n": {"type": "number", "multipleOf": 3}}}}}})",
+      model, &r);
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.param, "response_format");
+  EXPECT_NE(e.message.find("multipleOf"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("/properties/n"), std::string::npos) << e.message;
 }
 
 }  // namespace

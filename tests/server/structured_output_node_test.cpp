@@ -51,7 +51,7 @@ TEST(ServerStructuredOutputNode, SchemaCorpusJsonObjectRefusalsAndTools) {
   LL3_REQUIRE_SHARED();
   ASSERT_NE(main_server(), nullptr);
   LL3_REQUIRE_NODE();
-  CommandResult res = run_script(main_server()->port(), "all", 170);
+  CommandResult res = run_script(main_server()->port(), "all", 300);
   EXPECT_EQ(res.exit_code, 0) << res.output;
   EXPECT_EQ(res.output.find("FAIL"), std::string::npos) << res.output;
   // The run reached its end (a crash or the time limit prints no summary).
@@ -73,7 +73,7 @@ TEST(ServerStructuredOutputNode, ToolsOnTemplateWithoutTools) {
   ASSERT_EQ(prompt.output.find("zz_probe_tool"), std::string::npos) << prompt.output;
   ServeProcess s({"-m", small_model_path(), "-t", "1", "--ctx", "2048", "--max-seqs", "8", "--api-key", kKey});
   ASSERT_TRUE(s.ok()) << s.log();
-  CommandResult res = run_script(s.port(), "tools", 90);
+  CommandResult res = run_script(s.port(), "tools", 150);
   EXPECT_EQ(res.exit_code, 0) << res.output;
   EXPECT_EQ(res.output.find("FAIL"), std::string::npos) << res.output;
   EXPECT_NE(res.output.find("ok   no-tools-template tools tool_choice=required t=0 "), std::string::npos) << res.output;

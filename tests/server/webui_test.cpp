@@ -130,6 +130,7 @@ TEST(WebUiBuild, DistIsCurrent) {
   const std::string dir = source_dir() + "/webui";
   if (run_command("command -v node").exit_code != 0 ||
       !std::filesystem::exists(dir + "/node_modules/esbuild/package.json")) {
+    if (in_ci()) FAIL() << "node or webui/node_modules is missing (scripts/setup.sh --tests runs npm ci in webui)";
     GTEST_SKIP() << "node or webui/node_modules is missing; run webui/build.sh";
   }
   const std::string out = temp_dir() + "/index.html";
