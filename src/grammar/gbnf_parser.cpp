@@ -16,7 +16,7 @@ namespace {
 
 constexpr int kMaxNesting = 64;          // parenthesized groups inside each other
 constexpr size_t kMaxText = 8u << 20;    // bytes of GBNF text
-constexpr int64_t kMaxRepeat = 1 << 20;  // m and n of {m,n}
+constexpr int64_t kMaxRepeat = 100000;  // m and n of {m,n}
 
 bool is_name_char(char c) { return std::isalnum(uint8_t(c)) || c == '-' || c == '_'; }
 

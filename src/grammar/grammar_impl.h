@@ -46,7 +46,7 @@ inline int32_t sat_add(int32_t a, int32_t b) { return a + b >= kInfLen ? kInfLen
 
 // Limits on what a grammar may grow to (GBNF and schemas are untrusted input).
 inline constexpr size_t kMaxElems = 4u << 20;
-inline constexpr size_t kMaxRules = 1u << 20;
+inline constexpr size_t kMaxRules = 1u << 18;
 
 }  // namespace ll3::grammar
 

@@ -196,7 +196,7 @@ void OpenAiServer::Impl::respond_json(HttpExchange& ex, int status, const ojson&
 
 void OpenAiServer::Impl::access_log(const AccessRecord& r) {
   metrics_.count_request(r.status);
-  if (r.path == "/v1/chat/completions" || r.path == "/v1/completions" || r.path == "/v1/messages") {
+  if (r.path == "/v1/chat/completions" || r.path == "/v1/completions" || r.path == "/v1/messages" || r.path == "/v1/embeddings") {
     metrics_.duration.observe(r.seconds);
   }
   if (!opt.access_log) return;

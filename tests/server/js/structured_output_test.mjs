@@ -563,6 +563,51 @@ function toolChecks(where) {
       expectCalls(r, { name: 'get_weather' });
     });
   });
+  // Parameters schemas that a server-side rewrite of the tools into one grammar could get
+  // wrong: a recursion to the parameters' own root ("#"), draft-7 "definitions", and a const
+  // whose value is an object with a "$ref" member (data, not a reference).
+  const edgeTools = [
+    {
+      name: 'outline',
+      parameters: {
+        type: 'object',
+        properties: { title: { type: 'string', maxLength: 8 }, sections: { type: 'array', maxItems: 2, items: { $ref: '#' } } },
+        required: ['title', 'sections'],
+        additionalProperties: false,
+      },
+    },
+    {
+      name: 'paint',
+      parameters: {
+        type: 'object',
+        properties: { fill: { $ref: '#/definitions/color' }, stroke: { $ref: '#/definitions/color' } },
+        required: ['fill'],
+        additionalProperties: false,
+        definitions: { color: { enum: ['red', 'green', 'blue'] } },
+      },
+    },
+    {
+      name: 'link_schema',
+      parameters: {
+        type: 'object',
+        properties: { target: { const: { $ref: '#/components/schemas/Pet' } }, mode: { enum: [{ $ref: '#' }, 'inline'] } },
+        required: ['target', 'mode'],
+        additionalProperties: false,
+      },
+    },
+  ];
+  for (const [k, t] of edgeTools.entries()) {
+    check(`${where} tools: parameters of ${t.name} (${['recursion to #', 'definitions', 'a const holding "$ref"'][k]}) validate`, async () => {
+      const tool = { type: 'function', function: { name: t.name, description: 'edge case', parameters: t.parameters } };
+      const body = { model, messages: toolMessages, tools: [tool], tool_choice: { type: 'function', function: { name: t.name } }, temperature: 1, seed: 70 + k, max_tokens: 120 };
+      const r = await toolCall(body);
+      await traced('/v1/chat/completions', body, async () => {
+        assert.equal(r.calls.length, 1, `${r.calls.length} calls, finish_reason ${r.finish}`);
+        assert.equal(r.calls[0].name, t.name);
+        parseValid(r.calls[0].arguments, ajv.compile(t.parameters));
+      });
+    });
+  }
   check(`${where} tools: a function without parameters gets {} arguments`, async () => {
     const ping = { type: 'function', function: { name: 'ping', description: 'Check the connection' } };
     const body = { model, messages: toolMessages, tools: [ping], tool_choice: { type: 'function', function: { name: 'ping' } }, temperature: 1, seed: 61, max_tokens: 40 };
