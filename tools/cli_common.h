@@ -81,6 +81,7 @@ struct GenerationFlags {
   Request req;
   long long max_tokens = 256;
   long long seed = -1;
+  std::string grammar_file, json_schema;  // --grammar FILE (GBNF), --json-schema FILE
   EngineFlags engine;
 };
 void add_generation_flags(ArgParser& ap, GenerationFlags* f);

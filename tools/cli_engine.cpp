@@ -4,6 +4,7 @@
 #include "cli_common.h"
 #include "engine/model_impl.h"
 #include "engine/sampler.h"
+#include "ll3/grammar.h"
 
 namespace ll3::cli {
 
@@ -124,6 +125,9 @@ void add_generation_flags(ArgParser& ap, GenerationFlags* f) {
     return std::string();
   });
   ap.add_flag({"--ignore-eos"}, "keep generating after end-of-generation tokens", &f->req.ignore_eos);
+  ap.add_string({"--grammar"}, "FILE", "the output matches this GBNF grammar (llama.cpp's format; root rule `root`)",
+                &f->grammar_file);
+  ap.add_string({"--json-schema"}, "FILE", "the output is JSON valid under this JSON Schema", &f->json_schema);
   add_engine_flags(ap, &f->engine, false);
 }
 
@@ -141,6 +145,16 @@ std::string finish_generation_flags(GenerationFlags* f, EngineOptions* o) {
   if (Status st = validate(f->req.sampling, names); !st.ok()) return st.message();
   f->req.sampling.seed = f->seed < 0 ? kRandomSeed : static_cast<uint64_t>(f->seed);
   f->req.max_tokens = f->max_tokens;
+  if (!f->grammar_file.empty() && !f->json_schema.empty()) return "give --grammar or --json-schema, not both";
+  for (const std::string* path : {&f->grammar_file, &f->json_schema}) {
+    if (path->empty()) continue;
+    Result<std::string> text = read_text_file(*path);
+    if (!text.ok()) return text.message();
+    Result<std::shared_ptr<const Grammar>> g =
+        path == &f->grammar_file ? Grammar::from_gbnf(*text) : Grammar::from_json_schema(*text);
+    if (!g.ok()) return *path + ": " + g.message();
+    f->req.grammar = *g;
+  }
   return finish_engine_flags(f->engine, o);
 }
 

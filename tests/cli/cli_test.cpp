@@ -444,3 +444,38 @@ TEST(Cli, VersionNamesTheBackends) {
 
 }  // namespace
 }  // namespace ll3
+
+namespace ll3 {
+namespace {
+
+// `ll3 run --json-schema` / `--grammar`: the output matches, sampled or not; a bad file is a usage
+// error naming it.
+TEST(Cli, RunConstrainedByASchemaOrAGrammar) {
+  LL3_REQUIRE_SHARED();
+  const std::string dir = test::temp_dir();
+  test::write_file(dir + "/schema.json",
+                   R"({"type": "object", "properties": {"n": {"type": "integer", "minimum": 1, "maximum": 9},
+                       "ok": {"type": "boolean"}}, "required": ["n", "ok"], "additionalProperties": false})");
+  test::write_file(dir + "/g.gbnf", "root ::= (\"yes\" | \"no\") \"!\"\n");
+  test::write_file(dir + "/bad.json", R"({"type": "array", "uniqueItems": true})");
+  for (const char* temp : {"0", "1.2"}) {
+    auto r = test::run_command(ll3() + " run -m " + tiny() + " -p 'Once upon a time' -n 60 --seed 3 --temp " + temp +
+                               " -q --json-schema " + dir + "/schema.json");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    nlohmann::json j = nlohmann::json::parse(r.output, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << r.output;
+    EXPECT_GE(j["n"].get<int>(), 1);
+    EXPECT_LE(j["n"].get<int>(), 9);
+    EXPECT_TRUE(j["ok"].is_boolean());
+    auto g = test::run_command(ll3() + " run -m " + tiny() + " -p 'Once upon a time' -n 10 --seed 3 --temp " + temp +
+                               " -q --grammar " + dir + "/g.gbnf");
+    ASSERT_EQ(g.exit_code, 0) << g.output;
+    EXPECT_TRUE(g.output == "yes!\n" || g.output == "no!\n") << g.output;
+  }
+  auto bad = test::run_command(ll3() + " run -m " + tiny() + " -p hi -q --json-schema " + dir + "/bad.json", true);
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("uniqueItems"), std::string::npos) << bad.output;
+}
+
+}  // namespace
+}  // namespace ll3

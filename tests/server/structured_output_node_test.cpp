@@ -27,8 +27,8 @@ std::string model_id(int port) {
   return models["data"][0].value("id", "");
 }
 
-// Runs the script against `port`; its output is printed so a failure's lines (each with the
-// request that reproduces it) land in the test log.
+// Runs the script against `port`; its output is printed (once) so a failure's lines, each with
+// the request that reproduces it, land in the test log.
 CommandResult run_script(int port, const std::string& mode, int limit_s) {
   const std::string script = source_dir() + "/tests/server/js/structured_output_test.mjs";
   const std::string url = "http://127.0.0.1:" + std::to_string(port);
@@ -52,11 +52,12 @@ TEST(ServerStructuredOutputNode, SchemaCorpusJsonObjectRefusalsAndTools) {
   ASSERT_NE(main_server(), nullptr);
   LL3_REQUIRE_NODE();
   CommandResult res = run_script(main_server()->port(), "all", 300);
-  EXPECT_EQ(res.exit_code, 0) << res.output;
-  EXPECT_EQ(res.output.find("FAIL"), std::string::npos) << res.output;
+  // The script's lines are above: each FAIL with the request that reproduces it.
+  EXPECT_EQ(res.exit_code, 0);
+  EXPECT_EQ(res.output.find("FAIL"), std::string::npos);
   // The run reached its end (a crash or the time limit prints no summary).
-  EXPECT_NE(res.output.find(" checks passed in "), std::string::npos) << res.output;
-  EXPECT_NE(res.output.find("ok   corpus: 45 schemas"), std::string::npos) << res.output;
+  EXPECT_NE(res.output.find(" checks passed in "), std::string::npos);
+  EXPECT_NE(res.output.find("ok   corpus: 45 schemas"), std::string::npos);
 }
 
 // A model whose built-in template never reads `tools` (all the shared files carry the plain
@@ -74,9 +75,9 @@ TEST(ServerStructuredOutputNode, ToolsOnTemplateWithoutTools) {
   ServeProcess s({"-m", small_model_path(), "-t", "1", "--ctx", "2048", "--max-seqs", "8", "--api-key", kKey});
   ASSERT_TRUE(s.ok()) << s.log();
   CommandResult res = run_script(s.port(), "tools", 150);
-  EXPECT_EQ(res.exit_code, 0) << res.output;
-  EXPECT_EQ(res.output.find("FAIL"), std::string::npos) << res.output;
-  EXPECT_NE(res.output.find("ok   no-tools-template tools tool_choice=required t=0 "), std::string::npos) << res.output;
+  EXPECT_EQ(res.exit_code, 0);
+  EXPECT_EQ(res.output.find("FAIL"), std::string::npos);
+  EXPECT_NE(res.output.find("ok   no-tools-template tools tool_choice=required t=0 "), std::string::npos);
 }
 
 // The error a client gets for a schema keyword the grammar cannot enforce: 400, an

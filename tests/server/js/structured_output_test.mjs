@@ -212,16 +212,18 @@ function schemaChecks() {
     const strict = i % 4 !== 3;
     const format = responseFormat(`s${name.replace(/[^a-zA-Z0-9_-]/g, '_')}`, schema, strict);
     const what = name.replace(/^\d+-/, '').replace(/-/g, ' ');
-    // Four requests a schema (generation is the run's cost): greedy, two seeded draws and a small
-    // budget, with the endpoint and streaming rotating so that every combination comes up
-    // across the corpus.
-    const apis = ['chat', 'completions'];
+    // Six requests a schema: greedy, seeded draws at 0.7 and 1.0, and two small budgets, each on
+    // one of the four endpoint x streaming combinations, rotating so that every schema meets all
+    // four and every kind of request meets them across the corpus.
+    const combos = [['chat', false], ['completions', true], ['chat', true], ['completions', false]];
     const variants = [
       { temperature: 0, max_tokens: normal },
       { temperature: 0.7, seed: 100 + i, max_tokens: normal },
       { temperature: 1.0, seed: 200 + i, max_tokens: normal },
       { temperature: 1.0, seed: 300 + i, max_tokens: small },
-    ].map((v, k) => ({ api: apis[(i + k) % 2], stream: ((i >> 1) + k) % 2 === 1, ...v }));
+      { temperature: 0.7, seed: 400 + i, max_tokens: small },
+      { temperature: 1.0, seed: 500 + i, max_tokens: normal },
+    ].map((v, k) => ({ api: combos[(i + k) % 4][0], stream: combos[(i + k) % 4][1], ...v }));
     for (const v of variants) {
       const label = `${name} ${v.api} t=${v.temperature}${v.seed !== undefined ? ` seed=${v.seed}` : ''}${v.stream ? ' stream' : ''} max_tokens=${v.max_tokens}${strict ? '' : ' strict=false'}`;
       check(label, async () => {
