@@ -62,11 +62,19 @@ int32_t Engine::Impl::sample_constrained(int thread, Seq* s, const float* row, s
   }
   std::vector<uint8_t>& allowed = grammar_allowed[static_cast<size_t>(thread)];
   token_filter->allowed(g, budget, allowed);
+  auto none = [&] { return std::find(allowed.begin(), allowed.end(), 1) == allowed.end(); };
+  if (none()) {
+    // max_tokens below the grammar's shortest completion: the answer cannot be whole, so it
+    // goes on as far as it can and ends by length (the finish reason says it is cut).
+    token_filter->allowed(g, -1, allowed);
+    // Nothing can follow at all: not reached with a grammar that can always finish (the
+    // compiler checks that); an end token ends the request rather than a token outside it.
+    if (none()) return tok.eos_id() >= 0 ? tok.eos_id() : tok.eot_id();
+  }
   int32_t t = samplers[thread]->sample_allowed(s->sampler, row, history, allowed.data());
   if (!allowed[static_cast<size_t>(t)]) {
     // Every allowed logit was -inf (or NaN): the first allowed token, deterministically.
     t = static_cast<int32_t>(std::find(allowed.begin(), allowed.end(), 1) - allowed.begin());
-    if (t >= static_cast<int32_t>(allowed.size())) return tok.eos_id() >= 0 ? tok.eos_id() : 0;
   }
   if (!tok.is_eog(t)) g.accept(tok.piece(t));
   return t;

@@ -53,20 +53,21 @@ std::string gbnf_class(const CodepointRanges& r) {
 }
 
 const std::vector<std::pair<std::string, std::string>>& json_primitives() {
-  // Whitespace is bounded: one space, or a newline and up to 32 of indentation, so that a model
+  // Whitespace is bounded: one space, or a newline and up to 16 of indentation, so that a model
   // cannot spin on whitespace. Strings exclude raw control characters, and \u escapes name no
   // lone surrogate (a pair is one character: it counts once for minLength / maxLength).
   // Exponents have at most two digits, so that a number does not overflow common parsers'
   // doubles for the sake of its exponent (1e999 is JSON, but few parsers read it back).
   static const std::vector<std::pair<std::string, std::string>> kRules = {
-      {"ws", R"(( " " | "\n" [ \t]{0,32} )?)"},
+      {"ws", R"(( " " | "\n" [ \t]{0,16} )?)"},
       {"json-hex", R"([0-9a-fA-F])"},
       {"json-char",
        R"([^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" ( [0-9a-cA-Ce-fE-F] json-hex{3} | [dD] [0-7] json-hex{2} ))"
        R"( | "u" [dD] [89abAB] json-hex{2} "\\u" [dD] [c-fC-F] json-hex{2} ))"},
       {"json-string", R"("\"" json-char* "\"")"},
-      {"json-integer", R"("-"? ( "0" | [1-9] [0-9]* ))"},
-      {"json-number", R"(json-integer ( "." [0-9]+ )? ( [eE] [-+]? [0-9]{1,2} )?)"},
+      // At most 15 digits: every such integer is exact in a double (JavaScript's only number).
+      {"json-integer", R"("-"? ( "0" | [1-9] [0-9]{0,14} ))"},
+      {"json-number", R"(json-integer ( "." [0-9]{1,15} )? ( [eE] [-+]? [0-9]{1,2} )?)"},
       {"json-boolean", R"("true" | "false")"},
       {"json-null", R"("null")"},
       {"json-member", R"(json-string ws ":" ws json-value ws)"},

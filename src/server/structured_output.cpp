@@ -28,10 +28,12 @@ ApiError schema_grammar(const ojson& schema, const std::string& where, std::shar
 }
 
 // Rewrites the "$ref"s of a schema moved to `base` (a JSON pointer) inside a bigger one, so that
-// "#/$defs/x" still names its own definition.
+// "#/$defs/x" still names its own definition. Values that are data, not schemas (const, enum,
+// default, examples), keep any "$ref" key they hold.
 void rebase_refs(ojson& s, const std::string& base) {
   if (s.is_object()) {
     for (auto it = s.begin(); it != s.end(); ++it) {
+      if (it.key() == "const" || it.key() == "enum" || it.key() == "default" || it.key() == "examples") continue;
       if (it.key() == "$ref" && it->is_string()) {
         const std::string ref = it->get<std::string>();
         if (ref == "#") *it = "#" + base;
@@ -124,6 +126,11 @@ ApiError tool_call_grammar(const ojson& tools, std::shared_ptr<const Grammar>* o
     const ojson& fn = tools[i]["function"];
     const std::string def = "p" + std::to_string(i);
     ojson params = fn.contains("parameters") && fn["parameters"].is_object() ? fn["parameters"] : ojson{{"type", "object"}};
+    // Each tool's schema on its own first, so a refusal names the tool and a pointer the client wrote.
+    if (Result<std::shared_ptr<const Grammar>> own = cached_schema_grammar(params.dump()); !own.ok()) {
+      const std::string p = "tools[" + std::to_string(i) + "].function.parameters";
+      return invalid_request("'" + p + "': " + own.message(), p);
+    }
     rebase_refs(params, "/$defs/" + def);
     defs[def] = std::move(params);
     ojson call = {{"type", "object"},
