@@ -13,12 +13,14 @@ endfunction()
 # tokenizer, and the server's OpenAI JSON conversion with what it calls (the sampling values'
 # validation, tool-call parsing, response building), which depend on nothing above the tokenizer.
 function(ll3_collect_parser_sources out)
+  # The grammar compiler reads GBNF and JSON Schema text from requests: a parser too.
   file(GLOB_RECURSE srcs CONFIGURE_DEPENDS
        ${CMAKE_SOURCE_DIR}/src/core/*.cpp ${CMAKE_SOURCE_DIR}/src/io/*.cpp
-       ${CMAKE_SOURCE_DIR}/src/tokenizer/*.cpp)
+       ${CMAKE_SOURCE_DIR}/src/tokenizer/*.cpp ${CMAKE_SOURCE_DIR}/src/grammar/*.cpp)
   list(APPEND srcs ${CMAKE_SOURCE_DIR}/src/engine/sampler.cpp
        ${CMAKE_SOURCE_DIR}/src/server/openai_request.cpp ${CMAKE_SOURCE_DIR}/src/server/openai_output.cpp
-       ${CMAKE_SOURCE_DIR}/src/server/tool_calls.cpp)
+       ${CMAKE_SOURCE_DIR}/src/server/tool_calls.cpp ${CMAKE_SOURCE_DIR}/src/server/json_fields.cpp
+       ${CMAKE_SOURCE_DIR}/src/server/structured_output.cpp ${CMAKE_SOURCE_DIR}/src/server/anthropic_request.cpp)
   set(${out} ${srcs} PARENT_SCOPE)
 endfunction()
 

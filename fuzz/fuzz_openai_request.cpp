@@ -1,13 +1,15 @@
-// Fuzz target: the OpenAI JSON -> request conversion (src/server/openai_request.cpp) with the
-// Llama 3.1 chat template, and what the server does with a model's output (tool-call parsing,
-// the choice output). Input: a request body (or a model output). Every body must end in a
-// request within its limits or a 400 naming what was wrong, never a crash, a leak or a hang.
+// Fuzz target: the OpenAI and Anthropic JSON -> request conversions (src/server/openai_request.cpp,
+// anthropic_request.cpp) with the Llama 3.1 chat template, and what the server does with a model's
+// output (tool-call parsing, the choice output). Input: a request body (or a model output). Every
+// body must end in a request within its limits or a 400 naming what was wrong, never a crash, a
+// leak or a hang.
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
 
+#include "server/anthropic_request.h"
 #include "server/openai_output.h"
 #include "server/openai_request.h"
 #include "server/tool_calls.h"
@@ -67,6 +69,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check(parse_tokenize_request(body, model(), &t));
   std::vector<int32_t> ids;
   check(parse_detokenize_request(body, model(), &ids));
+  // The same bytes as an Anthropic Messages body (translated to the OpenAI one, then parsed).
+  check_request(parse_messages_request(body, model(), &r), r);
+  Prompt counted;
+  check(parse_count_tokens_request(body, model(), &counted));
 
   // The input as a model's output: tool calls, and the chunks of a streamed choice with tools.
   const std::vector<std::string> names = {"get_weather", "a"};

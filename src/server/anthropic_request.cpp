@@ -1,38 +1,10 @@
 #include "server/anthropic_request.h"
 
+#include "server/json_fields.h"
+
 namespace ll3::server {
 
-using ojson = nlohmann::ordered_json;
-
 namespace {
-
-const char* type_name(const ojson& v) {
-  switch (v.type()) {
-    case ojson::value_t::null:
-      return "null";
-    case ojson::value_t::boolean:
-      return "a boolean";
-    case ojson::value_t::string:
-      return "a string";
-    case ojson::value_t::array:
-      return "an array";
-    case ojson::value_t::object:
-      return "an object";
-    default:
-      return "a number";
-  }
-}
-
-ApiError wrong_type(const std::string& param, const char* want, const ojson& got) {
-  return invalid_request("'" + param + "' must be " + want + ", got " + type_name(got), param);
-}
-
-// The field `key` of `o`, or null when absent or null.
-const ojson* field(const ojson& o, const char* key) {
-  auto it = o.find(key);
-  if (it == o.end() || it->is_null()) return nullptr;
-  return &*it;
-}
 
 // A string field that must be there.
 ApiError required_string(const ojson& o, const char* key, const std::string& param,
@@ -43,12 +15,6 @@ ApiError required_string(const ojson& o, const char* key, const std::string& par
   *out = v->get<std::string>();
   return {};
 }
-
-#define RETURN_IF_API_ERROR(expr) \
-  do {                            \
-    ApiError e_ = (expr);         \
-    if (!e_.ok()) return e_;      \
-  } while (0)
 
 // The block's "type", which every content block has.
 ApiError block_type(const ojson& block, const std::string& param, std::string* out) {
@@ -298,21 +264,6 @@ ApiError renamed(ApiError e) {
   return e;
 }
 
-ApiError parse_body(std::string_view body, ojson* out) {
-  if (json_depth(body, kMaxJsonDepth) > kMaxJsonDepth) {
-    return invalid_request("the request body nests JSON deeper than " +
-                           std::to_string(kMaxJsonDepth) + " levels");
-  }
-  try {
-    *out = ojson::parse(body.begin(), body.end());
-  } catch (const ojson::exception& e) {
-    return invalid_request(std::string("the request body is not valid JSON: ") + e.what());
-  }
-  if (!out->is_object())
-    return invalid_request(std::string("the request body must be a JSON object, got ") +
-                           type_name(*out));
-  return {};
-}
 
 // Anthropic body text -> the OpenAI body text parse_chat_request reads.
 ApiError openai_body(std::string_view body, bool count_only, std::string* out) {

@@ -1,5 +1,7 @@
 #include "server/embeddings.h"
 
+#include "server/json_fields.h"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -12,40 +14,13 @@ namespace {
 
 const char* kInputShapes = "a string, an array of strings, an array of token ids or an array of arrays of token ids";
 
-// The field `key` of `o`, or null when absent or null (clients send null for "unset").
-const ojson* field(const ojson& o, const char* key) {
-  auto it = o.find(key);
-  return it == o.end() || it->is_null() ? nullptr : &*it;
-}
 
-ApiError wrong_type(const std::string& param, const std::string& want, const ojson& got) {
-  return invalid_request("'" + param + "' must be " + want + ", got " + got.type_name(), param);
-}
-
-// A string field whose value must be one of `allowed` ("" when absent).
+// A string field ("" when absent).
 ApiError get_string(const ojson& b, const char* key, std::string* out) {
   const ojson* v = field(b, key);
   if (!v) return {};
   if (!v->is_string()) return wrong_type(key, "a string", *v);
   *out = v->get<std::string>();
-  return {};
-}
-
-// An array of token ids below the vocabulary's size.
-ApiError read_token_ids(const ojson& arr, const std::string& param, const ModelInfo& model, std::vector<int32_t>* out) {
-  if (arr.empty()) return invalid_request("'" + param + "' must not be empty", param);
-  const int64_t hi = model.n_vocab > 0 ? model.n_vocab - 1 : std::numeric_limits<int32_t>::max();
-  out->reserve(arr.size());
-  for (size_t i = 0; i < arr.size(); ++i) {
-    const ojson& x = arr[i];
-    const std::string p = param + "[" + std::to_string(i) + "]";
-    if (!x.is_number_integer()) return wrong_type(p, "a token id (an integer)", x);
-    const bool neg = x.is_number_unsigned() ? false : x.get<int64_t>() < 0;
-    if (neg || x.get<uint64_t>() > static_cast<uint64_t>(hi)) {
-      return invalid_request("'" + p + "' must be a token id in 0.." + std::to_string(hi), p);
-    }
-    out->push_back(static_cast<int32_t>(x.get<int64_t>()));
-  }
   return {};
 }
 
@@ -78,6 +53,7 @@ ApiError read_inputs(const ojson& in, const ModelInfo& model, std::vector<Prompt
       p.text = x.get<std::string>();
     } else if (x.is_array() && first.is_array()) {
       p.is_tokens = true;
+      if (x.empty()) return invalid_request("'" + param + "' must not be empty", param);
       if (ApiError e = read_token_ids(x, param, model, &p.tokens); !e.ok()) return e;
     } else {
       return wrong_type(param, first.is_string() ? "a string (like input[0])" : first.is_array() ? "an array of token ids (like input[0])" : kInputShapes, x);
@@ -233,12 +209,8 @@ bool parse_pooling(std::string_view name, Pooling* out) {
 
 ApiError parse_embedding_request(std::string_view body, const ModelInfo& model, int64_t n_embd, Pooling default_pooling,
                                  EmbeddingRequest* out) {
-  if (json_depth(body, kMaxJsonDepth) > kMaxJsonDepth) {
-    return invalid_request("the request body nests JSON deeper than " + std::to_string(kMaxJsonDepth) + " levels");
-  }
-  const ojson b = ojson::parse(body.begin(), body.end(), nullptr, false);
-  if (b.is_discarded()) return invalid_request("the request body is not valid JSON");
-  if (!b.is_object()) return invalid_request(std::string("the request body must be a JSON object, got ") + b.type_name());
+  ojson b;
+  if (ApiError e = parse_body(body, &b); !e.ok()) return e;
   *out = EmbeddingRequest();
   out->pooling = default_pooling;
   std::string s;

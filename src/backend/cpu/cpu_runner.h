@@ -23,7 +23,10 @@ namespace ll3 {
 // called after each op with the op's output, (rows, cols) floats, named as llama.cpp names its
 // graph nodes (attn_norm, Qcur, Kcur, Vcur, kqv_out, attn_out, ffn_inp, ffn_norm, ffn_gate,
 // ffn_up, ffn_swiglu, ffn_out, l_out, result_norm) so that dumps of the two compare by name.
-// layer is -1 for the ops outside the layers. Debugging only: the pass is not timed with one.
+// layer is -1 for the ops outside the layers. Also what `ll3 imatrix` collects from: attn_norm,
+// kqv_out, ffn_norm, ffn_swiglu and result_norm are the float inputs of the matrix products
+// (quant/imatrix.h maps them to weights), reported before any 8-bit quantization of them.
+// Without a tap the pass pays one null check per op.
 using ActivationTap =
     std::function<void(const char* name, int64_t layer, const float* data, int64_t rows, int64_t cols)>;
 
