@@ -1,6 +1,7 @@
-// ll3 quantize IN OUT TYPE [--threads N]: an F32 / F16 / BF16 GGUF or a Hugging Face directory
-// in, a quantized GGUF out, with llama.cpp's per-tensor mixtures (q4_k_m, ...). A progress bar on
-// a terminal, plain lines when stderr is not one, and a summary of sizes and bits per weight.
+// ll3 quantize IN OUT TYPE [--threads N] [--imatrix FILE]: an F32 / F16 / BF16 GGUF or a Hugging
+// Face directory in, a quantized GGUF out, with llama.cpp's per-tensor mixtures (q4_k_m, ...),
+// optionally weighted by an importance matrix (llama-quantize --imatrix). A progress bar on a
+// terminal, plain lines when stderr is not one, and a summary of sizes and bits per weight.
 #include <unistd.h>
 
 #include <cstdio>
@@ -26,21 +27,55 @@ std::string mib(uint64_t b) { return strprintf("%.2f MiB", b / 1048576.0); }
 std::string mix_names() {
   std::string s;
   for (const quant::QuantMix& m : quant::quant_mixes()) s += (s.empty() ? "" : ", ") + std::string(m.name);
+  for (const quant::QuantMix& m : quant::imatrix_only_mixes()) s += ", " + std::string(m.name) + " (needs --imatrix)";
   return s;
 }
 
 int cmd_quantize(int argc, char** argv) {
   std::vector<std::string> pos;
   int threads = 0;
-  ArgParser ap("quantize", "ll3 quantize IN OUT.gguf TYPE [--threads N]",
+  std::string imatrix_path;
+  std::vector<std::string> include, exclude;
+  ArgParser ap("quantize", "ll3 quantize IN OUT.gguf TYPE [--threads N] [--imatrix FILE]",
                "Quantize an F32/F16/BF16 GGUF or a Hugging Face directory (IN). TYPE: " + mix_names() + ".");
   ap.add_int({"-t", "--threads"}, "N", "worker threads (default: all cores)", &threads);
+  ap.add_string({"--imatrix"}, "FILE",
+                "importance matrix (llama.cpp GGUF or .dat, from ll3 imatrix / llama-imatrix); required by q2_k_s",
+                &imatrix_path);
+  auto add_list = [&ap](const char* name, const char* help, std::vector<std::string>* out) {
+    ap.add({name}, "NAME", help, [out](const std::string& v) {
+      out->push_back(v);
+      return std::string();
+    });
+  };
+  add_list("--include-weights", "use the imatrix only for tensors whose name contains NAME (repeatable)", &include);
+  add_list("--exclude-weights", "do not use the imatrix for tensors whose name contains NAME (repeatable)", &exclude);
   ap.positionals("IN OUT TYPE", &pos, 3, 3);
   if (int rc = ap.parse(argc, argv); rc >= 0) return rc;
   const quant::QuantMix* mix = quant::find_quant_mix(pos[2]);
   if (mix == nullptr) return ap.usage_error("unknown type '" + pos[2] + "' (one of " + mix_names() + ")");
   if (threads < 0) return ap.usage_error("--threads must be positive");
   if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (!include.empty() && !exclude.empty()) return ap.usage_error("give --include-weights or --exclude-weights, not both");
+  if ((!include.empty() || !exclude.empty()) && imatrix_path.empty()) {
+    return ap.usage_error("--include-weights / --exclude-weights need --imatrix");
+  }
+  quant::ImatrixWeights imatrix;
+  if (!imatrix_path.empty()) {
+    auto im = quant::load_imatrix_weights(imatrix_path);
+    if (!im.ok()) {
+      std::fprintf(stderr, "ll3 quantize: %s\n", im.message().c_str());
+      return 1;
+    }
+    imatrix = std::move(im.value());
+    quant::filter_imatrix_weights(imatrix, include, exclude);
+    std::fprintf(stderr, "imatrix: %zu entries from %s (dataset '%s', %d chunks)\n", imatrix.weights.size(),
+                 imatrix_path.c_str(), imatrix.dataset.c_str(), imatrix.chunks);
+  }
+  if (quant::mix_requires_imatrix(*mix) && imatrix.weights.empty()) {
+    std::fprintf(stderr, "ll3 quantize: %s needs an importance matrix (--imatrix FILE)\n", mix->name);
+    return 1;
+  }
 
   // IN: a GGUF file or a Hugging Face directory.
   std::unique_ptr<GgufFile> gguf;
@@ -65,10 +100,12 @@ int cmd_quantize(int argc, char** argv) {
   const double t0 = now_seconds();
   quant::QuantizeOptions opt;
   opt.threads = threads;
+  opt.imatrix = &imatrix;
   opt.on_tensor = [tty, t0](const quant::QuantizeProgress& p) {
     const quant::TensorPlan& tp = *p.plan;
-    const std::string what = tp.quantize ? strprintf("%s -> %s", std::string(dtype_name(tp.tensor->type)).c_str(),
-                                                     std::string(dtype_name(tp.type)).c_str())
+    const std::string what = tp.quantize ? strprintf("%s -> %s%s", std::string(dtype_name(tp.tensor->type)).c_str(),
+                                                     std::string(dtype_name(tp.type)).c_str(),
+                                                     tp.imatrix ? " (imatrix)" : "")
                                          : strprintf("%s (copied)", std::string(dtype_name(tp.type)).c_str());
     if (tty) {
       const int width = 30;
