@@ -2,7 +2,8 @@
 // grammar, with any JSON object, and with a schema, as 1 and 8 concurrent streams on the shared
 // small model (random weights: its draws often fall outside the grammar, so the allowed-token
 // walk runs on many tokens, a worst case for the cost). Reported: time per generated token.
-// The model comes from $LL3_SHARED (default ../shared beside the repository)/models.
+// The model comes from $LL3_SHARED (default ../shared beside the repository)/models, or is
+// $LL3_BENCH_MODEL.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -27,7 +28,8 @@ ll3::Engine* engine() {
     ll3::EngineOptions o;
     o.threads = 2;
     o.ctx = 8192;
-    auto r = ll3::Engine::create(shared_dir() + "/models/small-llama31-q4_k_m.gguf", o);
+    const char* model = std::getenv("LL3_BENCH_MODEL");  // another model: its path
+    auto r = ll3::Engine::create(model ? model : shared_dir() + "/models/small-llama31-q4_k_m.gguf", o);
     return r.ok() ? std::move(r.value()) : nullptr;
   }();
   return e.get();
