@@ -113,8 +113,8 @@ TEST(JsonObject, AnyObjectOnly) {
     EXPECT_FALSE(matches(g, bad)) << bad;
   // Whitespace is bounded: a model cannot spin on it.
   EXPECT_FALSE(matches(g, "{" + std::string(3, ' ') + "}"));
-  EXPECT_FALSE(matches(g, "{\n" + std::string(40, ' ') + "}"));
-  EXPECT_TRUE(matches(g, "{\n" + std::string(32, ' ') + "}"));
+  EXPECT_FALSE(matches(g, "{\n" + std::string(17, ' ') + "}"));
+  EXPECT_TRUE(matches(g, "{\n" + std::string(16, ' ') + "}"));
 }
 
 }  // namespace
