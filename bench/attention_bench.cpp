@@ -1,6 +1,7 @@
-// Decode attention of one token over n cached positions (one KV head and its G query heads):
-// the AVX-512 kernel against the scalar reference, F16 and Q8_0 caches. Counters: positions per
-// second and the bytes of K and V read (one head's slice of each row).
+// Attention of m consecutive tokens over n cached positions (one KV head and its G query heads;
+// m = 1: a decode row, more: a prompt chunk): the AVX-512 kernel against the scalar reference,
+// F16 and Q8_0 caches. Counters: positions attended per second (all m tokens) and the bytes of
+// K and V a token alone would read (one head's slice of each row).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -21,7 +22,8 @@ template <bool kSimd>
 void attend_bench(benchmark::State& state) {
   const int64_t n = state.range(0), hd = state.range(1), G = state.range(2);
   const DType type = state.range(3) != 0 ? DType::Q8_0 : DType::F16;
-  const int64_t bs = 16, n_kv = 8, n_blocks = (n + bs - 1) / bs;
+  const int m = static_cast<int>(state.range(4));
+  const int64_t bs = 16, n_kv = 8, n_blocks = (n + m - 1 + bs - 1) / bs;
   if (kSimd && !cpu_features().has_avx512_set()) {
     state.SkipWithError("no AVX-512");
     return;
@@ -48,32 +50,39 @@ void attend_bench(benchmark::State& state) {
   kv.slot_bytes = row_bytes;
   kv.block_size = bs;
   kv.block_table = table.data();
-  std::vector<float> q(static_cast<size_t>(G * hd)), s(static_cast<size_t>(G * n)), out(q.size());
+  std::vector<float> q(static_cast<size_t>(m * G * hd)), s(static_cast<size_t>(m * G * (n + m))), out(q.size());
   for (float& x : q) x = nd(rng);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   for (auto _ : state) {
     if constexpr (kSimd) {
-      kernels::avx512::attend(q.data(), static_cast<int>(G), hd, kv, n, scale, s.data(), out.data());
+      kernels::avx512::attend_rows(q.data(), G * hd, m, static_cast<int>(G), hd, kv, n, scale, s.data(), out.data());
     } else {
-      kernels::ref::attend(q.data(), static_cast<int>(G), hd, kv, n, scale, s.data(), out.data());
+      for (int i = 0; i < m; ++i) {
+        kernels::ref::attend(q.data() + i * G * hd, static_cast<int>(G), hd, kv, n + i, scale, s.data(),
+                             out.data() + i * G * hd);
+      }
     }
     benchmark::DoNotOptimize(out.data());
   }
-  state.counters["positions/s"] = benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate);
+  const double positions = static_cast<double>(m) * static_cast<double>(n) + m * (m - 1) / 2.0;
+  state.counters["positions/s"] = benchmark::Counter(positions, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["KV_bytes/s"] =
-      benchmark::Counter(static_cast<double>(2 * n * head_bytes), benchmark::Counter::kIsIterationInvariantRate);
+      benchmark::Counter(2 * positions * static_cast<double>(head_bytes), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // n positions, head_dim, query heads per KV head (Llama 3.2 1B: 64, 4; 3B: 128, 3; 8B: 128, 4),
-// cache type (0 F16, 1 Q8_0).
+// cache type (0 F16, 1 Q8_0), tokens.
 void args(benchmark::internal::Benchmark* b) {
   for (int64_t q8 : {0, 1}) {
     for (int64_t n : {256, 4096}) {
-      b->Args({n, 64, 4, q8});
-      b->Args({n, 128, 4, q8});
-      b->Args({n, 128, 3, q8});
+      for (int64_t m : {1, 16}) {
+        b->Args({n, 64, 4, q8, m});
+        b->Args({n, 128, 4, q8, m});
+        b->Args({n, 128, 3, q8, m});
+      }
     }
   }
+  b->Args({4096, 64, 4, 0, 4});
 }
 
 BENCHMARK(attend_bench<true>)->Name("attend_avx512")->Apply(args);

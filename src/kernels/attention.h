@@ -1,7 +1,9 @@
-// Attention of one token over its sequence's cached positions, per KV head: the G query heads
-// that share a KV head (grouped-query attention) are done together, so each K and V row is
-// read once for all of them, and the row addresses are walked block by block through the
-// paged cache instead of being recomputed per position and per head.
+// Attention of a sequence's tokens over its cached positions, per KV head: the G query heads
+// that share a KV head (grouped-query attention) are done together, and so are consecutive
+// tokens of one sequence (a prompt chunk), so each K and V row is read and converted once for
+// all of them; the row addresses are walked block by block through the paged cache instead of
+// being recomputed per position and per head. A token's result has the same bits whichever
+// tokens share its call: a prompt row equals the decode row it would have been.
 #pragma once
 
 #include <cstddef>
@@ -30,19 +32,27 @@ struct KvHeadView {
 void attend(const float* q, int G, int64_t hd, const KvHeadView& kv, int64_t n, float scale, float* scores,
             float* out);
 
+// The same for m consecutive tokens of one sequence: token i (queries at q + i * q_stride,
+// output at out + i * q_stride) attends over positions 0 .. n + i - 1, with the bits attend()
+// gives it alone. scores: min(m, kMaxAttendRows) * G * (n + m - 1) floats of scratch.
+void attend_rows(const float* q, int64_t q_stride, int m, int G, int64_t hd, const KvHeadView& kv, int64_t n,
+                 float scale, float* scores, float* out);
+// Tokens the kernels take in one pass over K and V (longer runs take several).
+inline constexpr int kMaxAttendRows = 16;
+
 namespace ref {
 void attend(const float* q, int G, int64_t hd, const KvHeadView& kv, int64_t n, float scale, float* scores,
             float* out);
 }
 namespace avx2 {
 // hd a multiple of 8.
-void attend(const float* q, int G, int64_t hd, const KvHeadView& kv, int64_t n, float scale, float* scores,
-            float* out);
+void attend_rows(const float* q, int64_t q_stride, int m, int G, int64_t hd, const KvHeadView& kv, int64_t n,
+                 float scale, float* scores, float* out);
 }
 namespace avx512 {
 // hd a multiple of 16.
-void attend(const float* q, int G, int64_t hd, const KvHeadView& kv, int64_t n, float scale, float* scores,
-            float* out);
+void attend_rows(const float* q, int64_t q_stride, int m, int G, int64_t hd, const KvHeadView& kv, int64_t n,
+                 float scale, float* scores, float* out);
 }
 
 }  // namespace ll3::kernels

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <string>
@@ -50,6 +51,17 @@ Cache make_cache(int64_t n_blocks, int64_t bs, int64_t n_kv, int64_t hd, std::mt
 }
 
 using AttendFn = void (*)(const float*, int, int64_t, const kernels::KvHeadView&, int64_t, float, float*, float*);
+using AttendRowsFn = void (*)(const float*, int64_t, int, int, int64_t, const kernels::KvHeadView&, int64_t, float,
+                              float*, float*);
+
+// One token through each ISA's run kernel.
+template <AttendRowsFn kRows>
+void attend_one(const float* q, int G, int64_t hd, const kernels::KvHeadView& kv, int64_t n, float scale, float* s,
+                float* out) {
+  kRows(q, G * hd, 1, G, hd, kv, n, scale, s, out);
+}
+constexpr AttendFn kAvx512 = attend_one<kernels::avx512::attend_rows>;
+constexpr AttendFn kAvx2 = attend_one<kernels::avx2::attend_rows>;
 
 // attend requires hd to be a multiple of its vector width.
 void check_against_reference(AttendFn attend, int64_t width) {
@@ -88,12 +100,12 @@ void check_against_reference(AttendFn attend, int64_t width) {
 
 TEST(Attention, Avx512MatchesReference) {
   if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "no AVX-512";
-  check_against_reference(kernels::avx512::attend, 16);
+  check_against_reference(kAvx512, 16);
 }
 
 TEST(Attention, Avx2MatchesReference) {
   if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "no AVX2";
-  check_against_reference(kernels::avx2::attend, 8);
+  check_against_reference(kAvx2, 8);
 }
 
 // A Q8_0 cache: rows of n_kv heads of hd random floats (x), quantized row by row by the
@@ -186,12 +198,12 @@ void check_q8_against_reference(AttendFn attend) {
 
 TEST(Attention, Q8_0Avx512MatchesReference) {
   if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "no AVX-512";
-  check_q8_against_reference(kernels::avx512::attend);
+  check_q8_against_reference(kAvx512);
 }
 
 TEST(Attention, Q8_0Avx2MatchesReference) {
   if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "no AVX2";
-  check_q8_against_reference(kernels::avx2::attend);
+  check_q8_against_reference(kAvx2);
 }
 
 TEST(Attention, Q8_0DispatchMatchesReference) {  // whichever kernel LL3_CPU leaves
@@ -237,6 +249,72 @@ TEST(Attention, Q8_0ReferenceIsF32AttentionOverItsValues) {
     }
   }
   RecordProperty("worst_rel_l2", std::to_string(worst));
+}
+
+// A run of consecutive tokens (a prompt chunk) gives each token the bits it gets alone, for every
+// cache type, group and head size, block size, and run length (past kMaxAttendRows: several
+// passes), starting inside or at the edge of a block; and both within the F16 tests' tolerance
+// of the reference.
+void check_rows_equal_each_row_alone(AttendRowsFn rows, int64_t width) {
+  std::mt19937 rng(91);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t n_kv = 2;
+  for (int64_t bs : {16, 32}) {
+    const int64_t n_blocks = 640 / bs;
+    for (int64_t hd : {64, 128, 48}) {
+      if (hd % width != 0) continue;
+      const Cache c = make_cache(n_blocks, bs, n_kv, hd, rng);
+      const Q8Cache c8 = make_q8_cache(n_blocks, bs, n_kv, hd, rng);
+      for (DType type : {DType::F16, DType::F32, DType::Q8_0}) {
+        if (type == DType::Q8_0 && hd % 32 != 0) continue;
+        const int64_t g = 1;
+        kernels::KvHeadView kv;
+        if (type == DType::Q8_0) {
+          kv = q8_view(c8, g, hd, bs);
+        } else {
+          kv.type = type;
+          kv.k = type == DType::F16 ? static_cast<const void*>(c.k16.data() + g * hd) : c.k32.data() + g * hd;
+          kv.v = type == DType::F16 ? static_cast<const void*>(c.v16.data() + g * hd) : c.v32.data() + g * hd;
+          kv.slot_bytes = static_cast<size_t>(n_kv * hd) * (type == DType::F16 ? 2 : 4);
+          kv.block_size = bs;
+          kv.block_table = c.table.data();
+        }
+        for (int G : {1, 3, 4, 8}) {
+          for (int64_t n : {1, 5, 16, 17, 250}) {
+            for (int m : {2, 7, 16, 17, 40}) {
+              const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+              const int64_t stride = G * hd + 16;  // rows apart, as in a batch of all heads
+              std::vector<float> q(static_cast<size_t>(m * stride));
+              for (float& x : q) x = nd(rng) * 2.0f;
+              std::vector<float> s(static_cast<size_t>(m * G * (n + m))), run(q.size(), NAN), alone(q.size(), NAN);
+              rows(q.data(), stride, m, G, hd, kv, n, scale, s.data(), run.data());
+              std::vector<float> want(static_cast<size_t>(G * hd));
+              for (int i = 0; i < m; ++i) {
+                rows(q.data() + i * stride, stride, 1, G, hd, kv, n + i, scale, s.data(), alone.data() + i * stride);
+                kernels::ref::attend(q.data() + i * stride, G, hd, kv, n + i, scale, s.data(), want.data());
+                for (int64_t e = 0; e < G * hd; ++e) {
+                  const float got = run[static_cast<size_t>(i * stride + e)];
+                  ASSERT_EQ(std::memcmp(&got, &alone[static_cast<size_t>(i * stride + e)], sizeof(float)), 0)
+                      << "bs " << bs << " hd " << hd << " G " << G << " n " << n << " m " << m << " row " << i;
+                  ASSERT_NEAR(got, want[static_cast<size_t>(e)], 2e-5f) << "row " << i;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Attention, Avx512RowsEqualEachRowAlone) {
+  if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "no AVX-512";
+  check_rows_equal_each_row_alone(kernels::avx512::attend_rows, 16);
+}
+
+TEST(Attention, Avx2RowsEqualEachRowAlone) {
+  if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "no AVX2";
+  check_rows_equal_each_row_alone(kernels::avx2::attend_rows, 8);
 }
 
 TEST(Attention, OnePositionReturnsItsValueRow) {

@@ -27,7 +27,9 @@ CpuRunner::CpuRunner(const LlamaModel& model, KvCache& kv, ThreadPool& pool, int
   up_.resize(T * c_.ffn_dim);
   rope_cos_.resize(T * c_.head_dim / 2);
   rope_sin_.resize(T * c_.head_dim / 2);
-  scores_.resize(static_cast<size_t>(pool.size()) * (c_.n_heads / c_.n_kv_heads) * kv.capacity_tokens());
+  score_floats_ = std::max<int64_t>((c_.n_heads / c_.n_kv_heads) * kv.capacity_tokens(), kRunScoreFloats);
+  scores_.resize(static_cast<size_t>(pool.size() * score_floats_));
+  runs_.reserve(static_cast<size_t>(T));
   token_pos_.resize(T);
   token_seq_.resize(T);
   mm_scratch_.max_cols = std::max({c_.dim, c_.ffn_dim, q_dim_});
@@ -95,6 +97,8 @@ Status CpuRunner::forward(const BatchPlan& plan, float* logits, float* hidden) {
                        &rope_cos_[row * half], &rope_sin_[row * half]);
     }
   }
+
+  plan_attention_runs(plan);
 
   // x = embedding(tokens)
   for (int64_t t = 0; t < T; ++t) {
@@ -172,26 +176,44 @@ void CpuRunner::rmsnorm_rows(const float* weight, int64_t T) {
   });
 }
 
-// Causal grouped-query attention of every (batch row, KV head) pair over the row's sequence,
+// Consecutive rows of one sequence (a prompt chunk) attend together, reading each K and V row
+// once for the run: as many as kernels::kMaxAttendRows, and fewer where their scores would
+// outgrow kRunScoreFloats (they stay in L2 between the scores and the weighted sum).
+void CpuRunner::plan_attention_runs(const BatchPlan& plan) {
+  const int64_t group = c_.n_heads / c_.n_kv_heads;
+  const int64_t budget = std::min(score_floats_, kRunScoreFloats);
+  runs_.clear();
+  for (const SeqBatch& seq : plan.seqs) {
+    for (int32_t i = 0; i < seq.n_tokens;) {
+      const int64_t n = seq.n_past + i + 1;  // the run's first row attends over n positions
+      int32_t m = std::min(kernels::kMaxAttendRows, seq.n_tokens - i);
+      while (m > 1 && m * group * (n + m - 1) > budget) --m;
+      runs_.push_back({seq.token_begin + i, m});
+      i += m;
+    }
+  }
+}
+
+// Causal grouped-query attention of every (run of rows, KV head) pair over the rows' sequence,
 // positions 0 .. pos, read from the paged cache: the query heads sharing a KV head together.
 void CpuRunner::attention(const BatchPlan& plan, int64_t layer) {
-  const int64_t T = static_cast<int64_t>(plan.tokens.size());
   const int64_t hd = c_.head_dim, n_kv = c_.n_kv_heads;
   const int group = static_cast<int>(c_.n_heads / c_.n_kv_heads);
-  const int64_t cap = kv_.capacity_tokens();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int64_t n_runs = static_cast<int64_t>(runs_.size());
 
-  // Rows late in a prompt attend over more positions: hand out single jobs so the threads
+  // Runs late in a prompt attend over more positions: hand out single jobs so the threads
   // finish together.
-  pool_.parallel_for_dynamic(T * n_kv, 1, [&](int64_t begin, int64_t end, int thread) {
-    float* scores = &scores_[static_cast<size_t>(thread) * group * cap];
+  pool_.parallel_for_dynamic(n_runs * n_kv, 1, [&](int64_t begin, int64_t end, int thread) {
+    float* scores = &scores_[static_cast<size_t>(thread * score_floats_)];
     for (int64_t job = begin; job < end; ++job) {
-      const int64_t t = job / n_kv, g = job % n_kv;
+      const AttentionRun& r = runs_[job / n_kv];
+      const int64_t t = r.row, g = job % n_kv;
       const SeqBatch& seq = plan.seqs[token_seq_[t]];
       const kernels::KvHeadView kv = kv_.head_view(layer, g, seq.block_table);
       const int64_t head0 = g * group;  // the first query head reading KV head g
-      kernels::attend(&q_[t * q_dim_ + head0 * hd], group, hd, kv, token_pos_[t] + 1, scale, scores,
-                      &att_[t * q_dim_ + head0 * hd]);
+      kernels::attend_rows(&q_[t * q_dim_ + head0 * hd], q_dim_, r.m, group, hd, kv, token_pos_[t] + 1, scale,
+                           scores, &att_[t * q_dim_ + head0 * hd]);
     }
   });
 }

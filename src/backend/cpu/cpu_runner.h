@@ -49,6 +49,7 @@ class CpuRunner final : public ModelRunner {
 
  private:
   Status validate(const BatchPlan& plan) const;
+  void plan_attention_runs(const BatchPlan& plan);
   void attention(const BatchPlan& plan, int64_t layer);
   // xb = rmsnorm(x) * weight for the T batch rows, split across the threads.
   void rmsnorm_rows(const float* weight, int64_t T);
@@ -76,7 +77,16 @@ class CpuRunner final : public ModelRunner {
   AlignedVector<float> up_;       // (T, ffn_dim)
   AlignedVector<float> rope_cos_; // (T, head_dim / 2)
   AlignedVector<float> rope_sin_; // (T, head_dim / 2)
-  AlignedVector<float> scores_;   // (n_threads, heads per KV head, kv capacity) attention weights
+  AlignedVector<float> scores_;   // (n_threads, score_floats_) attention weights
+  int64_t score_floats_ = 0;      // per thread: a row over the whole KV capacity, or one run's
+  // Rows of one sequence attending together (plan_attention_runs).
+  struct AttentionRun {
+    int64_t row;  // the first batch row
+    int m;        // rows
+  };
+  std::vector<AttentionRun> runs_;
+  // The scores of a run (G heads, m rows) are kept within 512 KiB.
+  static constexpr int64_t kRunScoreFloats = 128 * 1024;
   AlignedVector<float> wrows_;    // (n_threads, kLaneRowBlock, max cols) dequantized weight rows
   AlignedVector<float> xlanes_;   // lane-major float GEMM: packed activations (MatmulScratch::xlanes)
   AlignedVector<float> wlanes_;   // and packed weight rows per thread
