@@ -178,7 +178,7 @@ void CpuRunner::rmsnorm_rows(const float* weight, int64_t T) {
 
 // Consecutive rows of one sequence (a prompt chunk) attend together, reading each K and V row
 // once for the run: as many as kernels::kMaxAttendRows, and fewer where their scores would
-// outgrow kRunScoreFloats (they stay in L2 between the scores and the weighted sum).
+// outgrow kRunScoreFloats (read again by the weighted sum: they should stay near the core).
 void CpuRunner::plan_attention_runs(const BatchPlan& plan) {
   const int64_t group = c_.n_heads / c_.n_kv_heads;
   const int64_t budget = std::min(score_floats_, kRunScoreFloats);
