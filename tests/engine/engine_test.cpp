@@ -35,15 +35,28 @@ std::unique_ptr<Engine> make(const EngineOptions& o) {
 }
 
 // Submits every request at once and waits for all of them.
+// Submitted from one thread in one loop, so that they are all queued within a step or two
+// even on a loaded machine (one thread each let a late one start after the others had
+// finished, and the pool-pressure test then saw no preemption).
 std::vector<Engine::Completion> run_all(Engine& e, std::vector<Request> reqs) {
-  std::vector<std::future<Result<Engine::Completion>>> f;
-  for (Request& r : reqs) f.push_back(std::async(std::launch::async, [&e, r]() mutable { return e.generate(std::move(r)); }));
-  std::vector<Engine::Completion> out;
-  for (auto& x : f) {
-    Result<Engine::Completion> c = x.get();
-    EXPECT_TRUE(c.ok()) << c.message();
-    out.push_back(c.ok() ? std::move(c.value()) : Engine::Completion{});
+  std::vector<Engine::Completion> out(reqs.size());
+  std::vector<std::promise<void>> done(reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    Request& r = reqs[i];
+    r.on_token = [&out, i](const TokenEvent& ev) {
+      out[i].tokens.push_back(ev.token);
+      out[i].events.push_back(ev);
+      return true;
+    };
+    r.on_finish = [&out, &done, i](const FinishInfo& f) {
+      out[i].finish = f;
+      done[i].set_value();
+    };
+    Result<RequestId> id = e.submit(std::move(r));
+    EXPECT_TRUE(id.ok()) << id.message();
+    if (!id.ok()) done[i].set_value();
   }
+  for (auto& d : done) d.get_future().wait();
   return out;
 }
 
