@@ -54,8 +54,15 @@ Result<std::unique_ptr<ModelRunner>> make_runner(const LlamaModel& model, KvCach
                                      o.gpu_layers, static_cast<long long>(layers)),
                            "gpu_layers");
   }
+  // Static W8A8 (model/w8a8_format.h) has CPU kernels only.
+  constexpr const char* kW8A8CpuOnly = "the model's W8A8 (static int8) weights have CPU kernels only";
+  if (o.gpu_layers > 0 && model.has_w8a8_weights()) {
+    return Status::invalid(std::string("--gpu-layers: ") + kW8A8CpuOnly + " (use --gpu-layers 0)", "gpu_layers");
+  }
   std::string why;
-  if (o.gpu_layers != 0 && !cuda_devices(&why).empty()) {
+  if (o.gpu_layers != 0 && model.has_w8a8_weights()) {
+    if (!cuda_compiled_archs().empty()) o.log.warn(std::string("not on the GPU: ") + kW8A8CpuOnly);
+  } else if (o.gpu_layers != 0 && !cuda_devices(&why).empty()) {
     GpuRunnerOptions go;
     go.max_batch_tokens = o.max_batch_tokens;
     go.log = o.log;

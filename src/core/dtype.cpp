@@ -37,6 +37,7 @@ DTypeInfo dtype_info(uint32_t id) {
     case DType::BF16: return {"bf16", 1, 2};
     case DType::TQ1_0: return {"tq1_0", 256, 54};
     case DType::TQ2_0: return {"tq2_0", 256, 66};
+    case DType::W8A8: return {"w8a8", 1, 1};
   }
   return {nullptr, 0, 0};
 }

@@ -39,6 +39,10 @@ enum class DType : uint32_t {
   BF16 = 30,
   TQ1_0 = 34,
   TQ2_0 = 35,
+  // ll3's own: static W8A8 (kernels/w8a8.h), int8 weights in 16-row panels, one byte per
+  // element, with per-row scales in a companion tensor (model/w8a8_format.h). Far outside
+  // ggml's ids, so that other engines refuse the file at its first such tensor.
+  W8A8 = 1024,
 };
 
 struct DTypeInfo {

@@ -37,6 +37,7 @@ struct MatmulScratch {
   float* rows = nullptr;      // (n_threads, kLaneRowBlock, max_cols) dequantized weight rows
   int64_t max_cols = 0;
   uint8_t* xq = nullptr;      // (max_tokens, xq_row_bytes(max_cols)) quantized activations
+  float* act_scales = nullptr;  // (max_tokens) W8A8: each activation row's scale
   // (kMaxSharedOutputs, kernels::panel_act_bytes(max_cols)): what the decode panel kernels
   // take from the activation row besides its quants, made once per product.
   uint8_t* panel_act = nullptr;

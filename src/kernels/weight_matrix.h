@@ -22,6 +22,11 @@ struct WeightMatrix {
   const uint8_t* data = nullptr;
   const TypeTraits* traits = nullptr;
   bool panels = false;
+  // W8A8 (model/w8a8_format.h) only: the per-row weight scales (rows), and the input's static
+  // activation scale, or 0 where each activation row gets its own (amax / 127) at run time.
+  // Its data is always in kernels::w8a8_pack's panels, which rows_in / row_in cannot unpack.
+  const float* row_scales = nullptr;
+  float input_scale = 0.0f;
   // Rows [r0, r0 + nr) in the type's own layout, row_bytes apart: in place, or unpacked from
   // their panels into buf (r0 a multiple of 16, nr too or reaching the last row).
   const uint8_t* rows_in(int64_t r0, int64_t nr, uint8_t* buf) const {

@@ -1,6 +1,7 @@
 #include "model/llama_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <unordered_map>
@@ -8,6 +9,8 @@
 #include "io/gguf.h"
 #include "io/hf_config.h"
 #include "io/safetensors.h"
+#include "kernels/w8a8.h"
+#include "model/w8a8_format.h"
 
 namespace ll3 {
 
@@ -90,6 +93,12 @@ bool LlamaModel::has_float_weights() const {
   return any;
 }
 
+bool LlamaModel::has_w8a8_weights() const {
+  bool any = false;
+  for_each_matrix(*this, [&](const WeightMatrix& W) { any = any || W.type == DType::W8A8; });
+  return any;
+}
+
 namespace {
 
 // Reads a required positive integer hyper-parameter.
@@ -122,11 +131,56 @@ Status vector_from(const TensorRef& t, int64_t n, std::vector<float>* out) {
   return Status();
 }
 
+std::string shape_str(const std::vector<int64_t>& ne);
+
+// The scales of a W8A8 matrix (model/w8a8_format.h): per-row weight scales, finite and
+// positive, and the input's activation scale, finite and >= 0 (0: per token).
+Status bind_w8a8_scales(const std::unordered_map<std::string, const TensorRef*>& by_name, WeightMatrix* W) {
+  const std::string& name = W->name;
+  if (W->rows % kernels::kW8A8PanelRows != 0 || W->cols % kernels::kW8A8KAlign != 0 || W->cols > kernels::kW8A8MaxK) {
+    return Status::errorf("W8A8 tensor '%s' is %lld x %lld; the format needs rows a multiple of 16 and columns a "
+                          "multiple of 64, at most 32768", name.c_str(), static_cast<long long>(W->rows),
+                          static_cast<long long>(W->cols));
+  }
+  const std::string stem = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0
+                               ? name.substr(0, name.size() - 7) : name;
+  const std::string ws_name = name + w8a8_format::kWeightScaleSuffix, is_name = stem + w8a8_format::kInputScaleSuffix;
+  auto f32_vector = [&](const std::string& n, int64_t len, const float** out) -> Status {
+    auto it = by_name.find(n);
+    if (it == by_name.end()) return Status::errorf("W8A8 tensor '%s' has no '%s'", name.c_str(), n.c_str());
+    const TensorRef& t = *it->second;
+    if (t.type != DType::F32 || t.ne.size() != 1 || t.ne[0] != len) {
+      return Status::errorf("tensor '%s' is %s %s, expected f32 [%lld]", n.c_str(), std::string(dtype_name(t.type)).c_str(),
+                            shape_str(t.ne).c_str(), static_cast<long long>(len));
+    }
+    *out = reinterpret_cast<const float*>(t.data);
+    return Status();
+  };
+  const float* input_scale = nullptr;
+  LL3_RETURN_IF_ERROR(f32_vector(ws_name, W->rows, &W->row_scales));
+  LL3_RETURN_IF_ERROR(f32_vector(is_name, 1, &input_scale));
+  for (int64_t r = 0; r < W->rows; ++r) {
+    if (!(std::isfinite(W->row_scales[r]) && W->row_scales[r] > 0)) {
+      return Status::errorf("tensor '%s' row %lld: scale %g is not a positive number", ws_name.c_str(),
+                            static_cast<long long>(r), static_cast<double>(W->row_scales[r]));
+    }
+  }
+  if (!(std::isfinite(*input_scale) && *input_scale >= 0)) {
+    return Status::errorf("tensor '%s' = %g: expected a scale >= 0", is_name.c_str(), static_cast<double>(*input_scale));
+  }
+  W->input_scale = *input_scale;
+  return Status();
+}
+
 std::string shape_str(const std::vector<int64_t>& ne) {
   std::string s = "[";
   for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
   return s + "]";
 }
+
+// W8A8 matrices (model/w8a8_format.h) run on their own kernels (kernels/w8a8.h), not through
+// type traits: this entry only names the type.
+const TypeTraits kW8A8Traits{DType::W8A8};
 
 Status matrix_from(const TensorRef& t, int64_t rows, int64_t cols, WeightMatrix* out) {
   // GGUF order: ne[0] = cols (inputs, contiguous), ne[1] = rows (outputs).
@@ -134,7 +188,7 @@ Status matrix_from(const TensorRef& t, int64_t rows, int64_t cols, WeightMatrix*
     return Status::errorf("tensor '%s' has shape %s, expected [%lld, %lld]", t.name.c_str(),
                           shape_str(t.ne).c_str(), static_cast<long long>(cols), static_cast<long long>(rows));
   }
-  const TypeTraits* tr = type_traits(t.type);
+  const TypeTraits* tr = t.type == DType::W8A8 ? &kW8A8Traits : type_traits(t.type);
   if (tr == nullptr) {
     return Status::errorf("tensor '%s' has type %s, which ll3 cannot run yet", t.name.c_str(),
                           std::string(dtype_name(t.type)).c_str());
@@ -232,7 +286,8 @@ Status LlamaModel::bind_weights() {
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, WeightMatrix* m) -> Status {
     const TensorRef* t = nullptr;
     LL3_RETURN_IF_ERROR(find(name, &t));
-    return matrix_from(*t, rows, cols, m);
+    LL3_RETURN_IF_ERROR(matrix_from(*t, rows, cols, m));
+    return m->type == DType::W8A8 ? bind_w8a8_scales(by_name, m) : Status();
   };
   auto vec = [&](const std::string& name, int64_t n, std::vector<float>* v) -> Status {
     const TensorRef* t = nullptr;
@@ -248,6 +303,9 @@ Status LlamaModel::bind_weights() {
   }
   c.n_vocab = te->ne[1];
   LL3_RETURN_IF_ERROR(matrix("token_embd.weight", c.n_vocab, c.dim, &tok_embd));
+  if (tok_embd.type == DType::W8A8) {
+    return Status::error("token_embd.weight is W8A8; the embedding table is read by rows, so it needs a row type");
+  }
   c.tied_embeddings = by_name.count("output.weight") == 0;
   if (c.tied_embeddings) {
     output = tok_embd;
@@ -302,7 +360,8 @@ std::string LlamaModel::file_type_name() const {
     static const std::map<int64_t, const char*> kNames = {
         {0, "f32"},     {1, "f16"},     {2, "q4_0"},    {3, "q4_1"},    {7, "q8_0"},    {8, "q5_0"},
         {9, "q5_1"},    {10, "q2_k"},   {11, "q3_k_s"}, {12, "q3_k_m"}, {13, "q3_k_l"}, {14, "q4_k_s"},
-        {15, "q4_k_m"}, {16, "q5_k_s"}, {17, "q5_k_m"}, {18, "q6_k"},   {32, "bf16"}};
+        {15, "q4_k_m"}, {16, "q5_k_s"}, {17, "q5_k_m"}, {18, "q6_k"},   {32, "bf16"},
+        {w8a8_format::kFileType, "w8a8"}};
     if (auto ft = gguf_->get_int("general.file_type")) {
       auto it = kNames.find(*ft);
       if (it != kNames.end()) return it->second;

@@ -83,6 +83,8 @@ class LlamaModel {
   size_t max_row_bytes() const;
   // Whether any matrix is F32, F16 or BF16 (the float path's products, in 8-bit mode too).
   bool has_float_weights() const;
+  // Whether any matrix is static W8A8 (model/w8a8_format.h; CPU kernels only).
+  bool has_w8a8_weights() const;
   // Matrices repacked into decode panels at load (LoadOptions::decode_panels).
   int panel_matrices() const { return panel_matrices_; }
 

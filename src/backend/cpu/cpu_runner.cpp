@@ -46,6 +46,8 @@ CpuRunner::CpuRunner(const LlamaModel& model, KvCache& kv, ThreadPool& pool, int
   mm_scratch_.wbuf = wbuf_.data();
   xq_.resize(static_cast<size_t>(T) * xq_row_bytes(mm_scratch_.max_cols));
   mm_scratch_.xq = xq_.data();
+  act_scales_.resize(static_cast<size_t>(T));
+  mm_scratch_.act_scales = act_scales_.data();
   panel_act_.resize(kMaxSharedOutputs * kernels::panel_act_bytes(mm_scratch_.max_cols));
   mm_scratch_.panel_act = panel_act_.data();
   mm_scratch_.int8_activations = int8_activations;

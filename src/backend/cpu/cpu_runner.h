@@ -93,6 +93,7 @@ class CpuRunner final : public ModelRunner {
   AlignedVector<float> xlanes_;   // lane-major float GEMM: packed activations (MatmulScratch::xlanes)
   AlignedVector<float> wlanes_;   // and packed weight rows per thread
   AlignedVector<uint8_t> xq_;     // (T, xq_row_bytes(max cols)) 8-bit activations
+  AlignedVector<float> act_scales_;  // (T) W8A8 activation rows' scales
   AlignedVector<uint8_t> panel_act_;  // see MatmulScratch::panel_act
   AlignedVector<uint8_t> wbuf_;   // (n_threads, matmul_wbuf_bytes) weight rows unpacked from panels
   AlignedVector<float> xr_;       // 8-bit mode: activations rounded for F16 / BF16 weights (MatmulScratch::xr)

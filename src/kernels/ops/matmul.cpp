@@ -8,6 +8,7 @@
 #include "kernels/float_dot_order.h"
 #include "kernels/gemm_f32.h"
 #include "kernels/panels.h"
+#include "kernels/w8a8.h"
 
 namespace ll3 {
 
@@ -33,13 +34,14 @@ int64_t decode_chunk(size_t unit_bytes) {
   return static_cast<int64_t>(std::max<size_t>(1, kDecodeChunkBytes / std::max<size_t>(1, unit_bytes)));
 }
 
-enum class Path { kBf16, kInt8, kFloat };
+enum class Path { kBf16, kInt8, kFloat, kW8A8 };
 
 // Blocks of the prompt paths start on panel boundaries and cover whole panels.
 static_assert(kRowBlock == kernels::kPanelRows && kernels::kBf16RowBlock % kernels::kPanelRows == 0);
 
 Path path_of(const WeightMatrix& W, int64_t n, const MatmulScratch& scratch) {
   const TypeTraits& tr = *W.traits;
+  if (W.type == DType::W8A8) return Path::kW8A8;
   if (scratch.bf16 != nullptr && n >= kBf16MinTokens && W.type != DType::F32 && W.cols % 32 == 0) return Path::kBf16;
   if (scratch.int8_activations && tr.dot_q != nullptr && tr.vec_dot_type != DType::F32) return Path::kInt8;
   return Path::kFloat;
@@ -150,6 +152,53 @@ void matmul_q(ThreadPool& pool, const Group& units, const float* x, int64_t n, c
             tr.dot_q_rows(rows + r * W.row_bytes, scratch.xq, xq_bytes, n, cols, o.y + a + r, static_cast<size_t>(W.rows));
           }
         }
+      }
+    });
+  });
+}
+
+// W8A8 path (kernels/w8a8.h): the activation rows quantized once for the group, at the inputs'
+// static scale or per row, then one int32 accumulation over k per output, units of 16 rows (a
+// panel) split across the threads. Without int8_activations (--float-act) the int8 weights
+// multiply the float activations instead: the reference the static scales are measured against.
+void matmul_w8a8(ThreadPool& pool, const Group& units, const float* x, int64_t n, const MatmulScratch& scratch) {
+  constexpr int64_t P = kernels::kW8A8PanelRows;
+  const int64_t cols = units.first().cols;
+  const float input_scale = units.first().input_scale;  // the group's products share it
+  const bool int8 = scratch.int8_activations;
+  const int8_t* xq = reinterpret_cast<const int8_t*>(scratch.xq);
+  if (int8) {
+    pool.parallel_for(n, [&](int64_t begin, int64_t end, int) {
+      for (int64_t t = begin; t < end; ++t) {
+        int8_t* row = reinterpret_cast<int8_t*>(scratch.xq) + t * cols;
+        if (input_scale > 0) {
+          kernels::w8a8_quantize_static(x + t * cols, cols, input_scale, row);
+          scratch.act_scales[t] = input_scale;
+        } else {
+          scratch.act_scales[t] = kernels::w8a8_quantize_dynamic(x + t * cols, cols, row);
+        }
+      }
+    });
+  }
+  const int64_t chunk = n == 1 ? decode_chunk(static_cast<size_t>(cols * P))
+                               : std::max<int64_t>(1, row_chunk(pool, units.total() * P) / P / 4);
+  auto split = [&](int t, int nt) { return units.split(t, nt); };
+  pool.parallel_for_stealing(units.total(), chunk, split, [&](int64_t begin, int64_t end, int thread) {
+    units.for_each(begin, end, [&](int j, int64_t u0, int64_t u1) {
+      const MatmulOutput& o = units.out[j];
+      const WeightMatrix& W = *o.W;
+      if (int8) {
+        kernels::w8a8_gemm(W.data, W.row_scales, u0 * P, (u1 - u0) * P, xq, static_cast<size_t>(cols), scratch.act_scales,
+                           n, cols, o.y, static_cast<size_t>(W.rows));
+        return;
+      }
+      static const TypeTraits* f32 = type_traits(DType::F32);
+      int8_t* q = reinterpret_cast<int8_t*>(thread_wbuf(scratch, thread));
+      float* w = scratch.rows + static_cast<size_t>(thread) * kLaneRowBlock * scratch.max_cols;
+      for (int64_t r = u0 * P; r < u1 * P; ++r) {
+        kernels::w8a8_unpack_row(W.data, r, cols, q);
+        for (int64_t c = 0; c < cols; ++c) w[c] = static_cast<float>(q[c]);
+        for (int64_t t = 0; t < n; ++t) o.y[t * W.rows + r] = f32->dot_f32(w, x + t * cols, cols) * W.row_scales[r];
       }
     });
   });
@@ -382,6 +431,7 @@ void run(ThreadPool& pool, Path path, std::initializer_list<MatmulOutput> output
   switch (path) {
     case Path::kBf16: matmul_bf16(pool, Group(outputs, blocks_of), x, n, scratch); break;
     case Path::kInt8: matmul_q(pool, Group(outputs, units_of), x, n, scratch); break;
+    case Path::kW8A8: matmul_w8a8(pool, Group(outputs, units_of), x, n, scratch); break;
     case Path::kFloat: {
       // A group of F16 (or BF16) products rounds its shared input once, and packs it once for
       // the lane-major GEMM.
@@ -430,7 +480,7 @@ void matmul_shared(ThreadPool& pool, std::initializer_list<MatmulOutput> outputs
   bool together = outputs.size() <= kMaxSharedOutputs;
   for (const MatmulOutput& o : outputs) {
     together = together && path_of(*o.W, n, scratch) == path && o.W->cols == first.cols &&
-               o.W->traits->vec_dot_type == first.traits->vec_dot_type;
+               o.W->traits->vec_dot_type == first.traits->vec_dot_type && o.W->input_scale == first.input_scale;
   }
   if (together) {
     run(pool, path, outputs, x, n, scratch);
