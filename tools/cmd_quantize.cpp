@@ -1,7 +1,8 @@
 // ll3 quantize IN OUT TYPE [--threads N] [--imatrix FILE]: an F32 / F16 / BF16 GGUF or a Hugging
 // Face directory in, a quantized GGUF out, with llama.cpp's per-tensor mixtures (q4_k_m, ...),
-// optionally weighted by an importance matrix (llama-quantize --imatrix). A progress bar on a
-// terminal, plain lines when stderr is not one, and a summary of sizes and bits per weight.
+// optionally weighted by an importance matrix (llama-quantize --imatrix), or ll3's static W8A8
+// (TYPE w8a8 --calib TEXT: cmd_quantize_w8a8.cpp). A progress bar on a terminal, plain lines
+// when stderr is not one, and a summary of sizes and bits per weight.
 #include <unistd.h>
 
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include "commands.h"
 #include "io/gguf.h"
 #include "quant/quantize.h"
+#include "quantize_w8a8.h"
 
 namespace ll3::cli {
 
@@ -28,7 +30,7 @@ std::string mix_names() {
   std::string s;
   for (const quant::QuantMix& m : quant::quant_mixes()) s += (s.empty() ? "" : ", ") + std::string(m.name);
   for (const quant::QuantMix& m : quant::imatrix_only_mixes()) s += ", " + std::string(m.name) + " (needs --imatrix)";
-  return s;
+  return s + ", w8a8 (static int8 weights and activations; needs --calib)";
 }
 
 int cmd_quantize(int argc, char** argv) {
@@ -36,7 +38,10 @@ int cmd_quantize(int argc, char** argv) {
   int threads = 0;
   std::string imatrix_path;
   std::vector<std::string> include, exclude;
-  ArgParser ap("quantize", "ll3 quantize IN OUT.gguf TYPE [--threads N] [--imatrix FILE]",
+  W8A8Flags w8a8;
+  ArgParser ap("quantize",
+               "ll3 quantize IN OUT.gguf TYPE [--threads N] [--imatrix FILE]\n"
+               "       ll3 quantize IN OUT.gguf w8a8 --calib TEXT [-c 512] [--calibrator mse] [--smooth-alpha 0.5] ...",
                "Quantize an F32/F16/BF16 GGUF or a Hugging Face directory (IN). TYPE: " + mix_names() + ".");
   ap.add_int({"-t", "--threads"}, "N", "worker threads (default: all cores)", &threads);
   ap.add_string({"--imatrix"}, "FILE",
@@ -50,10 +55,14 @@ int cmd_quantize(int argc, char** argv) {
   };
   add_list("--include-weights", "use the imatrix only for tensors whose name contains NAME (repeatable)", &include);
   add_list("--exclude-weights", "do not use the imatrix for tensors whose name contains NAME (repeatable)", &exclude);
+  add_w8a8_flags(ap, &w8a8);
   ap.positionals("IN OUT TYPE", &pos, 3, 3);
   if (int rc = ap.parse(argc, argv); rc >= 0) return rc;
-  const quant::QuantMix* mix = quant::find_quant_mix(pos[2]);
-  if (mix == nullptr) return ap.usage_error("unknown type '" + pos[2] + "' (one of " + mix_names() + ")");
+  const bool is_w8a8 = pos[2] == "w8a8" || pos[2] == "W8A8";
+  const quant::QuantMix* mix = is_w8a8 ? nullptr : quant::find_quant_mix(pos[2]);
+  if (mix == nullptr && !is_w8a8) return ap.usage_error("unknown type '" + pos[2] + "' (one of " + mix_names() + ")");
+  if (std::string e = check_w8a8_flags(w8a8, is_w8a8); !e.empty()) return ap.usage_error(e);
+  if (is_w8a8 && !imatrix_path.empty()) return ap.usage_error("--imatrix does not apply to w8a8");
   if (threads < 0) return ap.usage_error("--threads must be positive");
   if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (!include.empty() && !exclude.empty()) return ap.usage_error("give --include-weights or --exclude-weights, not both");
@@ -72,7 +81,7 @@ int cmd_quantize(int argc, char** argv) {
     std::fprintf(stderr, "imatrix: %zu entries from %s (dataset '%s', %d chunks)\n", imatrix.weights.size(),
                  imatrix_path.c_str(), imatrix.dataset.c_str(), imatrix.chunks);
   }
-  if (quant::mix_requires_imatrix(*mix) && imatrix.weights.empty()) {
+  if (mix != nullptr && quant::mix_requires_imatrix(*mix) && imatrix.weights.empty()) {
     std::fprintf(stderr, "ll3 quantize: %s needs an importance matrix (--imatrix FILE)\n", mix->name);
     return 1;
   }
@@ -120,13 +129,15 @@ int cmd_quantize(int argc, char** argv) {
     }
     std::fflush(stderr);
   };
-  auto sum = quant::quantize_model(src, pos[1], *mix, opt);
+  auto sum = is_w8a8 ? run_w8a8_quantize(pos[0], src, pos[1], threads, w8a8, opt.on_tensor)
+                     : quant::quantize_model(src, pos[1], *mix, opt);
   if (!sum.ok()) {
     std::fprintf(stderr, "ll3 quantize: %s\n", sum.message().c_str());
     return 1;
   }
   const quant::QuantizeSummary& s = *sum;
-  std::printf("quantized %s -> %s (%s) in %.1fs with %d threads\n", pos[0].c_str(), pos[1].c_str(), mix->name,
+  std::printf("quantized %s -> %s (%s) in %.1fs with %d threads\n", pos[0].c_str(), pos[1].c_str(),
+              is_w8a8 ? "w8a8" : mix->name,
               now_seconds() - t0, threads);
   std::printf("  tensors:  ");
   for (const auto& [type, count] : s.type_counts) std::printf(" %s x%d", std::string(dtype_name(type)).c_str(), count);
