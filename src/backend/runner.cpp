@@ -61,7 +61,7 @@ Result<std::unique_ptr<ModelRunner>> make_runner(const LlamaModel& model, KvCach
   }
   std::string why;
   if (o.gpu_layers != 0 && model.has_w8a8_weights()) {
-    if (!cuda_compiled_archs().empty()) o.log.warn(std::string("not on the GPU: ") + kW8A8CpuOnly);
+    if (!cuda_devices(&why).empty()) o.log.warn(std::string("not on the GPU: ") + kW8A8CpuOnly);
   } else if (o.gpu_layers != 0 && !cuda_devices(&why).empty()) {
     GpuRunnerOptions go;
     go.max_batch_tokens = o.max_batch_tokens;
