@@ -20,6 +20,7 @@
 #include "eval/sequence_evaluator.h"
 #include "io/gguf.h"
 #include "io/gguf_writer.h"
+#include "io/hf_export.h"
 #include "kernels/type_traits.h"
 #include "kernels/w8a8.h"
 #include "model/model_tokenizer.h"
@@ -277,6 +278,43 @@ TEST_F(W8A8Model, CalibratedFileStaysAsCloseToTheFloatModelAsQ8_0) {
                 flags, err, dynamic, q8_err);
     EXPECT_LT(err, (std::string(flags).empty() ? 1.5 : 2.5) * q8_err) << flags;
     if (!std::string(flags).empty()) EXPECT_EQ(dynamic, 0);
+  }
+}
+
+// A Hugging Face directory of the same model quantizes to the same tensors where calibration
+// does not enter (no smoothing, every input per token): its Q / K rows come back in GGUF's order.
+// Calibrated, the HF model's attention sums in another order (it rotates Q and K in halves), so
+// the scales move by rounding and the logits by about half what 8-bit activations cost.
+TEST_F(W8A8Model, AHuggingFaceDirectoryQuantizesLikeItsGguf) {
+  const std::string calib = *dir_ + "/calib-hf.txt", hf = *dir_ + "/hf";
+  test::write_file(calib, test::read_file(test::shared_dir() + "/models/trained-test.txt").substr(300000, 20000));
+  auto f = GgufFile::open(trained_path());
+  ASSERT_TRUE(f.ok()) << f.message();
+  ASSERT_TRUE(export_hf_directory(**f, hf, 2, test::shared_dir() + "/tokenizers/llama3").ok());
+  for (const char* flags : {"--smooth-alpha 0 --max-static-loss-db 0", ""}) {
+    std::vector<std::string> outs;
+    for (const std::string& in : {trained_path(), hf}) {
+      outs.push_back(*dir_ + "/from-" + std::to_string(outs.size()) + ".gguf");
+      auto r = test::run_command(test::ll3_binary() + " quantize " + in + " " + outs.back() + " w8a8 --calib " + calib +
+                                     " -c 128 --calib-chunks 4 -t 2 " + flags + " 2>&1", true);
+      ASSERT_EQ(r.exit_code, 0) << r.output;
+    }
+    const double d = rel_l2(logits_of(outs[1], *ids_, true, 64), logits_of(outs[0], *ids_, true, 64));
+    std::printf("'%s': relative L2 between the logits of the W8A8 files from the HF directory and from the GGUF: %.2e\n",
+                flags, d);
+    if (std::string(flags).empty()) {
+      EXPECT_LT(d, 5e-3);
+      continue;
+    }
+    EXPECT_EQ(d, 0.0);
+    auto a = GgufFile::open(outs[0]), b = GgufFile::open(outs[1]);
+    ASSERT_TRUE(a.ok() && b.ok());
+    ASSERT_EQ((*a)->tensors().size(), (*b)->tensors().size());
+    for (const GgufTensorInfo& t : (*a)->tensors()) {
+      const GgufTensorInfo* u = (*b)->find_tensor(t.name);
+      ASSERT_NE(u, nullptr) << t.name;
+      EXPECT_TRUE(u->type == t.type && u->nbytes == t.nbytes && std::memcmp(u->data, t.data, t.nbytes) == 0) << t.name;
+    }
   }
 }
 
