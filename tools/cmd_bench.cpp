@@ -1,5 +1,7 @@
 // ll3 bench: prompt processing (pp) and generation (tg) speed, llama-bench style, with the
 // decode figure set against the machine's measured memory bandwidth (the decode roofline).
+// Several -m models are measured in one run, their repetitions taken in turns, with each one's
+// speed against the first's.
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -158,7 +160,7 @@ BandwidthReads bandwidth(int threads, bool remeasure) {
 
 // The flags of ll3 bench, parsed and checked.
 struct BenchFlags {
-  std::string model_path;
+  std::vector<std::string> model_paths;  // -m, repeatable; empty: the default model
   std::vector<int32_t> prompts, gens, depths;  // -p, -n, -d
   DType kv_type = DType::F16;
   int threads = 0, reps = 5;
@@ -170,12 +172,16 @@ struct BenchFlags {
 int parse_bench_flags(int argc, char** argv, BenchFlags& f) {
   std::string kv_type = "f16";
   std::string prompts = "128", gens = "32", depths = "0";
-  ArgParser ap("bench", "ll3 bench -m MODEL [-p 128] [-n 32] [-d DEPTH] [-t THREADS] [-r REPS] [--json] | ll3 bench --roofline",
+  ArgParser ap("bench", "ll3 bench -m MODEL [-m MODEL2 ...] [-p 128] [-n 32] [-d DEPTH] [-t THREADS] [-r REPS] [--json] | ll3 bench --roofline",
                "Measure prompt processing (pp) and generation (tg) speed, like llama-bench. -p, -n and -d take "
                "comma-separated lists (-p 128,512 -n 32,128 -d 0,4096): a pp test per prompt size and a tg test per "
                "generation length, at every depth.");
-  ap.add_string({"-m", "--model"}, "MODEL", "GGUF file or Hugging Face directory (default: the default model)",
-                &f.model_path);
+  ap.add({"-m", "--model"}, "MODEL",
+         "GGUF file or Hugging Face directory (default: the default model); repeat it to compare models in one run",
+         [&f](const std::string& v) {
+           f.model_paths.push_back(v);
+           return std::string();
+         });
   ap.add_string({"-p", "--n-prompt"}, "N[,N...]", "prompt tokens of the pp test; 0 skips it (default 128)", &prompts);
   ap.add_string({"-n", "--n-gen"}, "N[,N...]", "tokens generated one by one in the tg test; 0 skips it (default 32)",
                 &gens);
@@ -282,7 +288,26 @@ struct Row {
   int n_prompt, n_gen, n_depth;
   Stats ts;
   double gbps = 0, bw_pct = 0, paired_pct = 0;
+  size_t model = 0;    // index into the -m models
+  double ratio = 1.0;  // against the first model: the median of the rounds' ratios
 };
+
+// The rows of one test, a row per model, from v[model][repetition] (tokens/s): repetition r of
+// every model ran in the same round, so each round's ratio to the first model pairs figures
+// taken minutes apart at most, and the median of those ratios is what the host's swings touch least.
+std::vector<Row> rows_of(const Row& proto, const std::vector<std::vector<double>>& v) {
+  std::vector<Row> rows;
+  for (size_t m = 0; m < v.size(); ++m) {
+    Row row = proto;
+    row.model = m;
+    row.ts = stats(v[m]);
+    std::vector<double> ratios;
+    for (size_t r = 0; r < v[m].size(); ++r) ratios.push_back(v[m][r] / v[0][r]);
+    row.ratio = median(ratios);
+    rows.push_back(row);
+  }
+  return rows;
+}
 
 // The decode roofline: the cached figure, or with --roofline the best of reads taken right
 // before and after each tg repetition (the machine's bandwidth moves with its neighbours'
@@ -293,16 +318,28 @@ struct Roofline {
   int threads = 0;
 };
 
-// A pp test: a warm-up, then the timed repetitions.
-Row measure_pp(BenchRunner& b, int32_t p, int32_t d, int reps, const std::string& at_depth) {
-  b.run_pp(p, d);  // warm-up
-  std::vector<double> v;
-  for (int r = 0; r < reps; ++r) v.push_back(b.run_pp(p, d));
-  return {"pp" + std::to_string(p) + at_depth, p, 0, d, stats(v)};
+// Between two models' repetitions: the last one's pool workers spin a few milliseconds after
+// their last job; let them go to sleep so that they do not share the cores with the next.
+void settle(size_t n_models) {
+  if (n_models > 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
+
+// A pp test: a warm-up of every model, then the timed repetitions in rounds (each model once).
+std::vector<Row> measure_pp(const std::vector<BenchRunner*>& bs, int32_t p, int32_t d, int reps,
+                            const std::string& at_depth) {
+  for (BenchRunner* b : bs) b->run_pp(p, d);  // warm-up
+  std::vector<std::vector<double>> v(bs.size());
+  for (int r = 0; r < reps; ++r) {
+    for (size_t m = 0; m < bs.size(); ++m) {
+      settle(bs.size());
+      v[m].push_back(bs[m]->run_pp(p, d));
+    }
+  }
+  return rows_of({"pp" + std::to_string(p) + at_depth, p, 0, d, {}}, v);
 }
 
 // The tg row's shares of the read bandwidth, from v[r] (tokens/s of repetition r) and, with a
-// probe, reads[r] and reads[r + 1] (the best reads right before and right after it).
+// probe, around[r] (the best reads right before and right after it).
 // The median repetition against the best read of the run: an upper bound that a lucky
 // read cannot beat, and the decode's own noise stays out of it.
 // Paired: each repetition against the better of the reads on either side of it, the
@@ -312,69 +349,82 @@ Row measure_pp(BenchRunner& b, int32_t p, int32_t d, int reps, const std::string
 // Both from the same figure per repetition, so that the paired share is never below the
 // other, not even by a rounding (a median of two ratios and the ratio of a median had
 // differed in the last bit where the best read was beside both repetitions).
-void set_bandwidth_shares(Row& row, const std::vector<double>& v, const std::vector<double>& reads, double bytes,
-                          const Roofline& rl) {
+void set_bandwidth_shares(Row& row, const std::vector<double>& v, const std::vector<std::pair<double, double>>& around,
+                          double bytes, const Roofline& rl) {
   std::vector<double> share, paired;
   for (size_t r = 0; r < v.size(); ++r) {
     const double gbps100 = 100.0 * v[r] * bytes / 1e9;  // the repetition's GB/s, x 100
     if (rl.bw.best > 0) share.push_back(gbps100 / rl.bw.best);
-    if (rl.probe) paired.push_back(gbps100 / std::max(reads[r], reads[r + 1]));
+    if (rl.probe) paired.push_back(gbps100 / std::max(around[r].first, around[r].second));
   }
   row.bw_pct = median(share);
   if (rl.probe) row.paired_pct = median(paired);
 }
 
-// A tg test: a warm-up, then the timed repetitions, with a probe's reads around each.
-// `bytes`: the bytes one decoded token reads.
-Row measure_tg(BenchRunner& b, int32_t g, int32_t d, int reps, const std::string& at_depth, double bytes,
-               Roofline& rl) {
-  b.run_tg(g, d);
-  std::vector<double> v, reads;
-  auto probe_reads = [&] {
+// A tg test: a warm-up of every model, then the timed repetitions in rounds, with a probe's
+// reads between any two. bytes[m]: the bytes one token of model m reads.
+std::vector<Row> measure_tg(const std::vector<BenchRunner*>& bs, int32_t g, int32_t d, int reps,
+                            const std::string& at_depth, const std::vector<double>& bytes, Roofline& rl) {
+  for (BenchRunner* b : bs) b->run_tg(g, d);
+  const size_t nm = bs.size();
+  std::vector<std::vector<double>> v(nm);
+  std::vector<std::vector<std::pair<double, double>>> around(nm);
+  double last_read = 0;
+  auto probe_read = [&] {
     // Each pool's workers spin a few milliseconds after their last job: let them go to
     // sleep so that the probe and the decode do not share the cores.
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     const BandwidthReads r = rl.probe->measure(1);
     rl.bw.add(r);
-    reads.push_back(r.best);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return r.best;
   };
+  if (rl.probe) last_read = probe_read();
   for (int r = 0; r < reps; ++r) {
-    if (rl.probe && r == 0) probe_reads();
-    v.push_back(b.run_tg(g, d));
-    if (rl.probe) probe_reads();
+    for (size_t m = 0; m < nm; ++m) {
+      if (!rl.probe) settle(nm);  // the probe's reads sleep around themselves
+      v[m].push_back(bs[m]->run_tg(g, d));
+      if (!rl.probe) continue;
+      const double before = last_read;
+      last_read = probe_read();
+      around[m].emplace_back(before, last_read);
+    }
   }
-  Row row{"tg" + std::to_string(g) + at_depth, 0, g, d, stats(v)};
-  row.gbps = row.ts.mean * bytes / 1e9;
+  std::vector<Row> rows = rows_of({"tg" + std::to_string(g) + at_depth, 0, g, d, {}}, v);
+  for (Row& row : rows) {
+    row.gbps = row.ts.mean * bytes[row.model] / 1e9;
+    set_bandwidth_shares(row, v[row.model], around[row.model], bytes[row.model], rl);
+  }
   if (rl.probe) save_bandwidth(rl.threads, rl.bw.best);
-  set_bandwidth_shares(row, v, reads, bytes, rl);
-  return row;
+  return rows;
 }
 
-// Every pp and tg test at every depth, in llama-bench's order.
-std::vector<Row> run_tests(BenchRunner& b, const BenchFlags& f, double bytes, Roofline& rl) {
+// Every pp and tg test at every depth, in llama-bench's order, each on every model.
+std::vector<Row> run_tests(const std::vector<BenchRunner*>& bs, const BenchFlags& f, const std::vector<double>& bytes,
+                           Roofline& rl) {
   std::vector<Row> rows;
+  auto add = [&rows](std::vector<Row> more) { rows.insert(rows.end(), more.begin(), more.end()); };
   for (int32_t d : f.depths) {
     const std::string at_depth = d > 0 ? " @ d" + std::to_string(d) : "";  // llama-bench's naming
     for (int32_t p : f.prompts) {
-      if (p != 0) rows.push_back(measure_pp(b, p, d, f.reps, at_depth));
+      if (p != 0) add(measure_pp(bs, p, d, f.reps, at_depth));
     }
     for (int32_t g : f.gens) {
-      if (g != 0) rows.push_back(measure_tg(b, g, d, f.reps, at_depth, bytes, rl));
+      if (g != 0) add(measure_tg(bs, g, d, f.reps, at_depth, bytes, rl));
     }
   }
   return rows;
 }
 
-void print_json(const std::vector<Row>& rows, const LlamaModel& m, int threads, const BandwidthReads& bw,
-                bool roofline) {
-  const std::string type = m.file_type_name();
-  const size_t model_bytes = m.weight_bytes();
+void print_json(const std::vector<Row>& rows, const std::vector<const LlamaModel*>& models, int threads,
+                const BandwidthReads& bw, bool roofline) {
   nlohmann::json out = nlohmann::json::array();
   for (const Row& r : rows) {
+    const LlamaModel& m = *models[r.model];
     nlohmann::json o = {{"test", r.test},         {"n_prompt", r.n_prompt},   {"n_gen", r.n_gen}, {"n_depth", r.n_depth},
                         {"threads", threads},      {"avg_ts", r.ts.mean},      {"stddev_ts", r.ts.stddev},
-                        {"model_type", type},      {"model_bytes", model_bytes}, {"model_filename", m.path}};
+                        {"model_type", m.file_type_name()}, {"model_bytes", m.weight_bytes()}, {"model_filename", m.path}};
+    if (models.size() > 1) o["ratio_to_first"] = r.ratio;
     if (r.n_gen > 0) {
       o["weights_gbps"] = r.gbps;
       o["read_bandwidth_gbps"] = bw.best;
@@ -390,15 +440,17 @@ void print_json(const std::vector<Row>& rows, const LlamaModel& m, int threads, 
   std::printf("%s\n", out.dump(2).c_str());
 }
 
-void print_table(const std::vector<Row>& rows, const LlamaModel& m, int threads, const BandwidthReads& bw,
-                 bool roofline) {
-  const std::string type = m.file_type_name();
-  const size_t model_bytes = m.weight_bytes();
-  std::printf("| model | size | threads | test | t/s | weights GB/s | %% of read bandwidth |\n");
-  std::printf("|---|---|---|---|---|---|---|\n");
+void print_table(const std::vector<Row>& rows, const std::vector<const LlamaModel*>& models, int threads,
+                 const BandwidthReads& bw, bool roofline) {
+  const bool several = models.size() > 1;
+  std::printf("| model | size | threads | test | t/s |%s weights GB/s | %% of read bandwidth |\n",
+              several ? " against the first |" : "");
+  std::printf("|---|---|---|---|---|%s---|---|\n", several ? "---|" : "");
   for (const Row& r : rows) {
-    std::printf("| %s | %.2f GiB | %d | %s | %.2f ± %.2f | %s | %s |\n", type.c_str(), model_bytes / 1073741824.0,
-                threads, r.test.c_str(), r.ts.mean, r.ts.stddev,
+    const LlamaModel& m = *models[r.model];
+    const std::string ratio = !several ? "" : r.model == 0 ? " |" : strprintf(" %.2fx |", r.ratio);
+    std::printf("| %s | %.2f GiB | %d | %s | %.2f ± %.2f |%s %s | %s |\n", m.file_type_name().c_str(),
+                m.weight_bytes() / 1073741824.0, threads, r.test.c_str(), r.ts.mean, r.ts.stddev, ratio.c_str(),
                 r.n_gen ? strprintf("%.1f", r.gbps).c_str() : "",
                 !r.n_gen ? ""
                 : roofline
@@ -408,6 +460,13 @@ void print_table(const std::vector<Row>& rows, const LlamaModel& m, int threads,
   }
 }
 
+// One -m model and what runs it.
+struct BenchModel {
+  LoadedModel loaded;
+  std::unique_ptr<SequenceEvaluator> evaluator;
+  std::unique_ptr<BenchRunner> runner;
+};
+
 int cmd_bench(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) {
     if (std::string(argv[i]) == "--parallel") return bench_parallel(argc, argv);
@@ -415,14 +474,12 @@ int cmd_bench(int argc, char** argv) {
   }
   BenchFlags f;
   if (int rc = parse_bench_flags(argc, argv, f); rc >= 0) return rc;
-  if (f.roofline && f.model_path.empty()) {
+  if (f.roofline && f.model_paths.empty()) {
     print_roofline(bandwidth(f.threads, true), f.threads, f.json);
     return 0;
   }
+  if (f.model_paths.empty()) f.model_paths.push_back("");  // the default model
 
-  Result<LoadedModel> lm = load_model_cli(f.model_path, false, f.load);
-  if (!lm.ok()) return fail("bench", lm.message());
-  const LlamaModel& m = *lm->model;
   const int32_t max_prompt = *std::max_element(f.prompts.begin(), f.prompts.end());
   const int32_t max_gen = *std::max_element(f.gens.begin(), f.gens.end());
   const int32_t max_depth = *std::max_element(f.depths.begin(), f.depths.end());
@@ -432,19 +489,35 @@ int cmd_bench(int argc, char** argv) {
   so.kv_type = f.kv_type;
   so.context = max_depth + std::max(max_prompt, max_gen) + 16;
   so.batch = std::max({1, max_prompt, std::min(max_depth, 512)});
-  Result<std::unique_ptr<SequenceEvaluator>> evaluator = SequenceEvaluator::create(m, so);
-  if (!evaluator.ok()) return fail("bench", evaluator.message());
-  BenchRunner runner(**evaluator, m.config.n_vocab, max_prompt, max_depth);
+  std::vector<BenchModel> models(f.model_paths.size());
+  std::vector<BenchRunner*> runners;
+  std::vector<const LlamaModel*> loaded;
+  std::vector<double> bytes;
+  for (size_t i = 0; i < models.size(); ++i) {
+    Result<LoadedModel> lm = load_model_cli(f.model_paths[i], false, f.load);
+    if (!lm.ok()) return fail("bench", lm.message());
+    BenchModel& b = models[i];
+    b.loaded = std::move(lm.value());
+    const LlamaModel& m = *b.loaded.model;
+    Result<std::unique_ptr<SequenceEvaluator>> evaluator = SequenceEvaluator::create(m, so);
+    if (!evaluator.ok()) return fail("bench", evaluator.message());
+    b.evaluator = std::move(evaluator.value());
+    // The same seed, so models of one vocabulary get the same prompt and cache tokens.
+    b.runner = std::make_unique<BenchRunner>(*b.evaluator, m.config.n_vocab, max_prompt, max_depth);
+    runners.push_back(b.runner.get());
+    loaded.push_back(&m);
+    bytes.push_back(static_cast<double>(m.bytes_per_token()));
+  }
 
   Roofline rl;
   rl.threads = f.threads;
   if (max_gen > 0 && !f.roofline) rl.bw = bandwidth(f.threads, false);
   if (max_gen > 0 && f.roofline) rl.probe = std::make_unique<BandwidthProbe>(f.threads);
-  const std::vector<Row> rows = run_tests(runner, f, static_cast<double>(m.bytes_per_token()), rl);
+  const std::vector<Row> rows = run_tests(runners, f, bytes, rl);
   if (f.json)
-    print_json(rows, m, f.threads, rl.bw, f.roofline);
+    print_json(rows, loaded, f.threads, rl.bw, f.roofline);
   else
-    print_table(rows, m, f.threads, rl.bw, f.roofline);
+    print_table(rows, loaded, f.threads, rl.bw, f.roofline);
   return 0;
 }
 

@@ -352,6 +352,37 @@ TEST(Cli, BenchJsonHasLlamaBenchKeys) {
   EXPECT_EQ(run_command(ll3() + " bench -m " + tiny() + " -d -1", true).exit_code, 2);
 }
 
+// Several -m models in one run: every test on each, their repetitions in rounds, each row with
+// its speed against the first model's (the median of the rounds' ratios).
+TEST(Cli, BenchComparesModelsInOneRun) {
+  LL3_REQUIRE_SHARED();
+  std::string home = test::temp_dir();
+  const std::string mixed = test::shared_dir() + "/models/small-llama32-mixed.gguf";
+  auto r = run_command("HOME=" + home + " " + ll3() + " bench -m " + tiny() + " -m " + mixed +
+                       " -p 8 -n 2 -r 3 -t 2 --roofline --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json j = nlohmann::json::parse(r.output);
+  ASSERT_EQ(j.size(), 4u) << r.output;
+  const char* tests[] = {"pp8", "pp8", "tg2", "tg2"};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(j[i]["test"], tests[i]);
+    EXPECT_EQ(j[i]["model_type"].get<std::string>(), i % 2 == 0 ? "f32" : "q8_0") << i;  // file_type 7
+    EXPECT_GT(j[i]["avg_ts"].get<double>(), 0.0);
+    if (i % 2 == 0) {
+      EXPECT_EQ(j[i]["ratio_to_first"].get<double>(), 1.0);
+    } else {
+      EXPECT_GT(j[i]["ratio_to_first"].get<double>(), 0.0);
+    }
+  }
+  // A read before the first repetition and after each of the 2 x 3, 6 patterns each.
+  EXPECT_EQ(j[3]["bandwidth_reads"], 42);
+  EXPECT_GE(j[3]["bandwidth_paired_pct"].get<double>(), j[3]["bandwidth_pct"].get<double>());
+  // One model: no ratio.
+  auto one = run_command("HOME=" + home + " " + ll3() + " bench -m " + tiny() + " -p 8 -n 0 -r 1 -t 2 --json");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  EXPECT_FALSE(nlohmann::json::parse(one.output)[0].contains("ratio_to_first"));
+}
+
 TEST(Cli, BenchParallelReportsEveryTest) {
   LL3_REQUIRE_SHARED();
   std::string dir = test::temp_dir();
