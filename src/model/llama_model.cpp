@@ -265,7 +265,17 @@ Status LlamaModel::load_gguf(const std::string& file) {
     return ctx(Status::errorf("llama.vocab_size %lld does not match token_embd.weight's %lld rows",
                               static_cast<long long>(*nv), static_cast<long long>(c.n_vocab)));
   }
-  return ctx(bind_weights());
+  LL3_RETURN_IF_ERROR(ctx(bind_weights()));
+  if (has_w8a8_weights()) {
+    // A later layout would be read wrongly: refuse any version but this build's.
+    const int64_t v = f.get_int(w8a8_format::kVersionKey).value_or(0);
+    if (v != w8a8_format::kVersion) {
+      return ctx(Status::errorf("W8A8 format version %lld (%s); this ll3 reads version %u", static_cast<long long>(v),
+                                f.find(w8a8_format::kVersionKey) ? "ll3.w8a8.version" : "no ll3.w8a8.version key",
+                                w8a8_format::kVersion));
+    }
+  }
+  return Status();
 }
 
 Status LlamaModel::bind_weights() {

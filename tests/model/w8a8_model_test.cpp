@@ -49,7 +49,7 @@ using Damage = std::function<void(std::string& name, DType& type, std::vector<fl
 // Writes `out` (W8A8 for every block matrix) and, if `f32_twin` is not empty, an F32 file of
 // the same weights dequantized (q * scale): the two must compute the same function in float.
 void hand_made(const std::string& out, const std::string& f32_twin, const InputScaleFn& input_scale,
-               const Damage& damage = {}) {
+               const Damage& damage = {}, uint32_t version = w8a8_format::kVersion) {
   auto in = GgufFile::open(trained_path());
   ASSERT_TRUE(in.ok()) << in.message();
   const quant::ModelSource src = quant::source_from_gguf(**in);
@@ -58,7 +58,7 @@ void hand_made(const std::string& out, const std::string& f32_twin, const InputS
     w.set(key, value);
     twin.set(key, value);
   }
-  w.set_u32(w8a8_format::kVersionKey, w8a8_format::kVersion);
+  w.set_u32(w8a8_format::kVersionKey, version);
   std::vector<std::vector<uint8_t>> keep;  // tensor data must outlive write()
   auto add = [&](GgufWriter& gw, std::string name, DType type, std::vector<int64_t> ne, std::vector<uint8_t> bytes) {
     keep.push_back(std::move(bytes));
@@ -346,6 +346,13 @@ TEST_F(W8A8Model, BrokenScalesAreRefusedWithWhatAndWhere) {
     if (name == "blk.3.ffn_down.weight_scale") type = DType::F16;
   });
   EXPECT_NE(load_error(p).find("'blk.3.ffn_down.weight_scale' is f16 [256], expected f32 [256]"), std::string::npos)
+      << load_error(p);
+}
+
+TEST_F(W8A8Model, AnotherFormatVersionIsRefused) {
+  const std::string p = *dir_ + "/v2.gguf";
+  hand_made(p, "", [](const std::string&) { return 0.0f; }, {}, 2);
+  EXPECT_NE(load_error(p).find("W8A8 format version 2 (ll3.w8a8.version); this ll3 reads version 1"), std::string::npos)
       << load_error(p);
 }
 
