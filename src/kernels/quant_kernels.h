@@ -112,6 +112,8 @@ LL3_QUANT_ACT_KERNELS
 LL3_QUANT_PANEL_KERNELS(q4_k, q8_k)
 LL3_QUANT_PANEL_KERNELS(q6_k, q8_k)
 LL3_QUANT_PANEL_KERNELS(q8_0, q8_0)
+// panel_act (kernels/panels.h) of Q8_0 weights: each block's sum by vpsadbw, the same values.
+void q8_0_panel_act(const void* xq, int64_t n, void* act);
 // One weight row against nx activation rows of the other types (TypeTraits::dot_q_rows).
 void q2_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride);
 void q3_k_dot_q8_k_rows(const void* row, const void* xq, size_t stride, int64_t nx, int64_t n, float* y, size_t y_stride);

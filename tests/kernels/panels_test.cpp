@@ -14,7 +14,9 @@
 #include "core/half.h"
 #include "kernels/float_kernels.h"
 #include "kernels/gemm_f32.h"
+#include "kernels/cpu/panel_act.h"
 #include "kernels/panels.h"
+#include "kernels/quant_blocks.h"
 #include "kernels/quant_kernels.h"
 #include "quant_test_rows.h"
 #include "test_support.h"
@@ -355,6 +357,28 @@ TEST(Panels, PanelRowKernelsEqualTheReferenceDot) {
     check_panel_row_kernel(kCases[2], kernels::avx512::q8_0_dot_q8_0_panel_rows, kernels::avx512::q8_0_dot_q8_0_panels, rng);
   }
   if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "no AVX2";
+}
+
+// Q8_0's side data (each activation block's scale as float and 128 times the sum of its quants)
+// from the AVX-512 helper equals the definition, for quants at the extremes too.
+TEST(Panels, Q8_0PanelActIsEachBlocksScaleAndSum) {
+  if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "no AVX-512";
+  std::mt19937 rng(10);
+  constexpr int64_t kBlocks = 37;
+  std::vector<quant::BlockQ8_0> a(kBlocks);
+  std::uniform_int_distribution<int> q(-128, 127);
+  for (int64_t i = 0; i < kBlocks; ++i) {
+    a[i].d = f32_to_f16(0.001f * static_cast<float>(i + 1));
+    for (int j = 0; j < 32; ++j) a[i].qs[j] = static_cast<int8_t>(i == 0 ? -128 : i == 1 ? 127 : q(rng));
+  }
+  std::vector<kernels::Q80PanelAct> got(kBlocks);
+  kernels::avx512::q8_0_panel_act(a.data(), kBlocks * 32, got.data());
+  for (int64_t i = 0; i < kBlocks; ++i) {
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) sum += a[i].qs[j];
+    EXPECT_EQ(got[i].sum128, 128 * sum) << i;
+    EXPECT_EQ(got[i].d, f16_to_f32(a[i].d)) << i;
+  }
 }
 
 // The AMX-INT8 kernels against the AVX-512 decode kernels, bit for bit: fewer than 16 tokens

@@ -248,33 +248,12 @@ inline void q6_k_pass(const Q6KUnpacked* b, const __m512* dw, const BlockQ8_K* c
 // The weights are stored + 128 (unsigned): sum (w + 128) a - 128 * sum a = sum w a.
 constexpr int64_t kQ8Seg = 128;  // activation blocks prepared at a time (even)
 
-// Each activation block's scale as float and 128 times the sum of its quants (Q80PanelAct's
-// values), made once per token and segment with vectors: the scalar panel_act (32 adds a block)
-// took 21% of a 1B Q8_0 pp256 (perf), as much as a third of the products' own work at k = 2048,
-// since for_panel_tiles makes it again for every run of panels (one panel at k = 8192).
-struct Q80Sums {
-  float d;
-  int32_t sum128;
-  static void make(const BlockQ8_0* a, int64_t nb, Q80Sums* out) {
-    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-    for (int64_t i = 0; i < nb; ++i) {
-      // sum (q + 128) by vpsadbw, 4 partial sums of 8 bytes each, then 32 * 128 off.
-      const __m256i q = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qs)), flip);
-      const __m256i sad = _mm256_sad_epu8(q, _mm256_setzero_si256());
-      const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
-      const int32_t sum = static_cast<int32_t>(_mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1)) - 32 * 128;
-      out[i].d = f16_to_f32(a[i].d);
-      out[i].sum128 = 128 * sum;
-    }
-  }
-};
-
 template <int NX, bool kPrefetch>
 inline void q8_0_pass(const uint8_t* qs, __m512 dw, const BlockQ8_0* const* arow,
-                      const Q80Sums (*sums_rows)[kQ8Seg], int64_t i, int64_t s0,
+                      const Q80PanelAct (*sums_rows)[kQ8Seg], int64_t i, int64_t s0,
                       float (*acc)[R], const uint8_t* pf) {
   const BlockQ8_0* a[NX];
-  const Q80Sums* sums[NX];
+  const Q80PanelAct* sums[NX];
   for (int x = 0; x < NX; ++x) {
     a[x] = arow[x] + i;
     sums[x] = &sums_rows[x][i - s0];
@@ -391,16 +370,31 @@ void q6_k_dot_q8_k_panel_rows(const void* panels, int64_t npanels, const void* x
       });
 }
 
+void q8_0_panel_act(const void* xq, int64_t n, void* act) {
+  const auto* a = static_cast<const BlockQ8_0*>(xq);
+  auto* out = static_cast<Q80PanelAct*>(act);
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    // sum (q + 128) by vpsadbw, 4 partial sums of 8 bytes each, then 32 * 128 off.
+    const __m256i q = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qs)), flip);
+    const __m256i sad = _mm256_sad_epu8(q, _mm256_setzero_si256());
+    const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
+    const int32_t sum = static_cast<int32_t>(_mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1)) - kQK * 128;
+    out[i].d = f16_to_f32(a[i].d);
+    out[i].sum128 = 128 * sum;
+  }
+}
+
 void q8_0_dot_q8_0_panel_rows(const void* panels, int64_t npanels, const void* xq, size_t stride,
                               int64_t nx, int64_t n, float* y, size_t y_stride) {
   constexpr size_t kUnit = R * 2 * sizeof(BlockQ8_0);
   const int64_t nb = n / kQK;
   const size_t panel_bytes = kUnit * static_cast<size_t>(nb / 2);
   TileAcc acc;
-  for_panel_tiles<BlockQ8_0, Q80Sums, kQ8Seg>(
+  for_panel_tiles<BlockQ8_0, Q80PanelAct, kQ8Seg>(
       DType::Q8_0, npanels, panel_bytes, xq, stride, nx, nb, kQK,
       [&](int64_t p, int64_t x0, int nt, const BlockQ8_0* const* arow,
-          const Q80Sums(*sums)[kQ8Seg], int64_t s0, int64_t s1) {
+          const Q80PanelAct(*sums)[kQ8Seg], int64_t s0, int64_t s1) {
         const uint8_t* w = static_cast<const uint8_t*>(panels) + p * panel_bytes;
         float* yp = y + x0 * y_stride + p * R;
         segment_start(acc, nt, yp, y_stride, s0 == 0);
