@@ -131,7 +131,11 @@ Status vector_from(const TensorRef& t, int64_t n, std::vector<float>* out) {
   return Status();
 }
 
-std::string shape_str(const std::vector<int64_t>& ne);
+std::string shape_str(const std::vector<int64_t>& ne) {
+  std::string s = "[";
+  for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
+  return s + "]";
+}
 
 // The scales of a W8A8 matrix (model/w8a8_format.h): per-row weight scales, finite and
 // positive, and the input's activation scale, finite and >= 0 (0: per token).
@@ -170,12 +174,6 @@ Status bind_w8a8_scales(const std::unordered_map<std::string, const TensorRef*>&
   }
   W->input_scale = *input_scale;
   return Status();
-}
-
-std::string shape_str(const std::vector<int64_t>& ne) {
-  std::string s = "[";
-  for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
-  return s + "]";
 }
 
 // W8A8 matrices (model/w8a8_format.h) run on their own kernels (kernels/w8a8.h), not through
