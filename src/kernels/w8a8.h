@@ -1,6 +1,6 @@
 // Static W8A8: int8 weights (one float scale per output row) times int8 activations (one float
 // scale per activation row: a calibrated static scale shared by a tensor's rows, or a dynamic
-// per-row amax / 127), the first building block of calibrated INT8 quantization.
+// per-row amax / 127): the products of static W8A8 models (model/w8a8_format.h, quant/w8a8.h).
 //
 //   y[t * y_stride + r] = (float)(sum_k w[r][k] * x[t][k]) * (w_scale[r] * x_scale[t])
 //
