@@ -38,6 +38,8 @@ enum class Path { kBf16, kInt8, kFloat, kW8A8 };
 
 // Blocks of the prompt paths start on panel boundaries and cover whole panels.
 static_assert(kRowBlock == kernels::kPanelRows && kernels::kBf16RowBlock % kernels::kPanelRows == 0);
+// W8A8's units are the integer path's: 16 rows.
+static_assert(kernels::kW8A8PanelRows == kernels::kPanelRows);
 
 Path path_of(const WeightMatrix& W, int64_t n, const MatmulScratch& scratch) {
   const TypeTraits& tr = *W.traits;
@@ -96,12 +98,29 @@ uint8_t* thread_wbuf(const MatmulScratch& scratch, int thread) {
   return scratch.wbuf + static_cast<size_t>(thread) * scratch.wbuf_thread_bytes;
 }
 
+// fn(product j, first unit, end unit, thread) over the group's units of 16 rows, split across
+// the threads by weight bytes; decode items of about 128 KB of the first matrix's rows. A
+// batched step's unit costs n times a decode one, so its chunks are 4 times smaller: the last
+// chunk a thread is busy with is what the other waits for at the barrier. 16-row steps (bench
+// --parallel 16, alternated): with a neighbour slowing one core, 222-230 -> 233-244 t/s, the
+// main thread's wait 17 -> 8 us per parallel region; on a quiet host no change.
+template <class F>
+void for_each_unit_range(ThreadPool& pool, const Group& units, int64_t n, F&& fn) {
+  constexpr int64_t P = kernels::kPanelRows;
+  const int64_t chunk = n == 1 ? decode_chunk(units.first().row_bytes * P)
+                               : std::max<int64_t>(1, row_chunk(pool, units.total() * P) / P / 4);
+  auto split = [&](int t, int nt) { return units.split(t, nt); };
+  pool.parallel_for_stealing(units.total(), chunk, split, [&](int64_t begin, int64_t end, int thread) {
+    units.for_each(begin, end, [&](int j, int64_t u0, int64_t u1) { fn(j, u0, u1, thread); });
+  });
+}
+
 // Bytes of quantized activation rows a prompt panel kernel takes at a time (matmul_q): 1B Q4_K_M
 // pp256 on Zen 5, 435-440 -> 445-455 t/s against all rows at once.
 constexpr size_t kPromptActBlockBytes = size_t{256} << 10;
 
 // Integer path: quantize each activation row once, then multiply units of 16 weight rows (a
-// panel, or 16 rows of the row layout) split across the threads.
+// panel, or 16 rows of the row layout) split across the threads (for_each_unit_range).
 void matmul_q(ThreadPool& pool, const Group& units, const float* x, int64_t n, const MatmulScratch& scratch) {
   constexpr int64_t P = kernels::kPanelRows;
   const DType act_type = units.first().traits->vec_dot_type;
@@ -118,42 +137,33 @@ void matmul_q(ThreadPool& pool, const Group& units, const float* x, int64_t n, c
       if (W.panels) kernels::panel_act(W.type, scratch.xq, cols, scratch.panel_act + j * panel_act_bytes);
     }
   }
-  // A batched step's panel costs n times a decode one, so its chunks are 4 times smaller: the
-  // last chunk a thread is busy with is what the other waits for at the barrier. 16-row steps
-  // (bench --parallel 16, alternated): with a neighbour slowing one core, 222-230 -> 233-244
-  // t/s, the main thread's wait 17 -> 8 us per parallel region; on a quiet host no change.
-  const int64_t chunk = n == 1 ? decode_chunk(units.first().row_bytes * P)  // the group's first matrix's panels
-                               : std::max<int64_t>(1, row_chunk(pool, units.total() * P) / P / 4);
-  auto split = [&](int t, int nt) { return units.split(t, nt); };
-  pool.parallel_for_stealing(units.total(), chunk, split, [&](int64_t begin, int64_t end, int thread) {
-    units.for_each(begin, end, [&](int j, int64_t u0, int64_t u1) {
-      const MatmulOutput& o = units.out[j];
-      const WeightMatrix& W = *o.W;
-      const TypeTraits& tr = *W.traits;
-      const int64_t r0 = u0 * P, r1 = std::min(u1 * P, W.rows);
-      if (n == 1 && W.panels) {
-        tr.dot_q_panels(W.row(r0), u1 - u0, scratch.xq, scratch.panel_act + j * panel_act_bytes, cols, o.y + r0);
-      } else if (n == 1 && tr.dot_q_wrows != nullptr) {
-        tr.dot_q_wrows(W.row(r0), W.row_bytes, r1 - r0, scratch.xq, cols, o.y + r0);
-      } else if (W.panels && tr.dot_q_panel_rows != nullptr && cols <= kernels::kPanelRowsMaxCols) {
-        // Activation rows in blocks that stay in L2 across the chunk's panels: a whole step's
-        // rows of 8,192 columns (ffn_down) are 2.3 MB and streamed from L3 once per panel.
-        const int64_t nb = std::max<int64_t>(16, static_cast<int64_t>(kPromptActBlockBytes / xq_bytes) / 16 * 16);
-        for (int64_t b = 0; b < n; b += nb) {
-          tr.dot_q_panel_rows(W.row(r0), u1 - u0, scratch.xq + b * xq_bytes, xq_bytes, std::min(nb, n - b), cols,
-                              o.y + b * W.rows + r0, static_cast<size_t>(W.rows));
-        }
-      } else {
-        // Each weight row is unpacked once for all activation rows (y is (n, rows): stride rows).
-        for (int64_t u = u0; u < u1; ++u) {
-          const int64_t a = u * P, nr = std::min(P, W.rows - a);
-          const uint8_t* rows = W.rows_in(a, nr, thread_wbuf(scratch, thread));
-          for (int64_t r = 0; r < nr; ++r) {
-            tr.dot_q_rows(rows + r * W.row_bytes, scratch.xq, xq_bytes, n, cols, o.y + a + r, static_cast<size_t>(W.rows));
-          }
+  for_each_unit_range(pool, units, n, [&](int j, int64_t u0, int64_t u1, int thread) {
+    const MatmulOutput& o = units.out[j];
+    const WeightMatrix& W = *o.W;
+    const TypeTraits& tr = *W.traits;
+    const int64_t r0 = u0 * P, r1 = std::min(u1 * P, W.rows);
+    if (n == 1 && W.panels) {
+      tr.dot_q_panels(W.row(r0), u1 - u0, scratch.xq, scratch.panel_act + j * panel_act_bytes, cols, o.y + r0);
+    } else if (n == 1 && tr.dot_q_wrows != nullptr) {
+      tr.dot_q_wrows(W.row(r0), W.row_bytes, r1 - r0, scratch.xq, cols, o.y + r0);
+    } else if (W.panels && tr.dot_q_panel_rows != nullptr && cols <= kernels::kPanelRowsMaxCols) {
+      // Activation rows in blocks that stay in L2 across the chunk's panels: a whole step's
+      // rows of 8,192 columns (ffn_down) are 2.3 MB and streamed from L3 once per panel.
+      const int64_t nb = std::max<int64_t>(16, static_cast<int64_t>(kPromptActBlockBytes / xq_bytes) / 16 * 16);
+      for (int64_t b = 0; b < n; b += nb) {
+        tr.dot_q_panel_rows(W.row(r0), u1 - u0, scratch.xq + b * xq_bytes, xq_bytes, std::min(nb, n - b), cols,
+                            o.y + b * W.rows + r0, static_cast<size_t>(W.rows));
+      }
+    } else {
+      // Each weight row is unpacked once for all activation rows (y is (n, rows): stride rows).
+      for (int64_t u = u0; u < u1; ++u) {
+        const int64_t a = u * P, nr = std::min(P, W.rows - a);
+        const uint8_t* rows = W.rows_in(a, nr, thread_wbuf(scratch, thread));
+        for (int64_t r = 0; r < nr; ++r) {
+          tr.dot_q_rows(rows + r * W.row_bytes, scratch.xq, xq_bytes, n, cols, o.y + a + r, static_cast<size_t>(W.rows));
         }
       }
-    });
+    }
   });
 }
 
@@ -180,27 +190,22 @@ void matmul_w8a8(ThreadPool& pool, const Group& units, const float* x, int64_t n
       }
     });
   }
-  const int64_t chunk = n == 1 ? decode_chunk(static_cast<size_t>(cols * P))
-                               : std::max<int64_t>(1, row_chunk(pool, units.total() * P) / P / 4);
-  auto split = [&](int t, int nt) { return units.split(t, nt); };
-  pool.parallel_for_stealing(units.total(), chunk, split, [&](int64_t begin, int64_t end, int thread) {
-    units.for_each(begin, end, [&](int j, int64_t u0, int64_t u1) {
-      const MatmulOutput& o = units.out[j];
-      const WeightMatrix& W = *o.W;
-      if (int8) {
-        kernels::w8a8_gemm(W.data, W.row_scales, u0 * P, (u1 - u0) * P, xq, static_cast<size_t>(cols), scratch.act_scales,
-                           n, cols, o.y, static_cast<size_t>(W.rows));
-        return;
-      }
-      static const TypeTraits* f32 = type_traits(DType::F32);
-      int8_t* q = reinterpret_cast<int8_t*>(thread_wbuf(scratch, thread));
-      float* w = scratch.rows + static_cast<size_t>(thread) * kLaneRowBlock * scratch.max_cols;
-      for (int64_t r = u0 * P; r < u1 * P; ++r) {
-        kernels::w8a8_unpack_row(W.data, r, cols, q);
-        for (int64_t c = 0; c < cols; ++c) w[c] = static_cast<float>(q[c]);
-        for (int64_t t = 0; t < n; ++t) o.y[t * W.rows + r] = f32->dot_f32(w, x + t * cols, cols) * W.row_scales[r];
-      }
-    });
+  for_each_unit_range(pool, units, n, [&](int j, int64_t u0, int64_t u1, int thread) {
+    const MatmulOutput& o = units.out[j];
+    const WeightMatrix& W = *o.W;
+    if (int8) {
+      kernels::w8a8_gemm(W.data, W.row_scales, u0 * P, (u1 - u0) * P, xq, static_cast<size_t>(cols), scratch.act_scales,
+                         n, cols, o.y, static_cast<size_t>(W.rows));
+      return;
+    }
+    static const TypeTraits* f32 = type_traits(DType::F32);
+    int8_t* q = reinterpret_cast<int8_t*>(thread_wbuf(scratch, thread));
+    float* w = scratch.rows + static_cast<size_t>(thread) * kLaneRowBlock * scratch.max_cols;
+    for (int64_t r = u0 * P; r < u1 * P; ++r) {
+      kernels::w8a8_unpack_row(W.data, r, cols, q);
+      for (int64_t c = 0; c < cols; ++c) w[c] = static_cast<float>(q[c]);
+      for (int64_t t = 0; t < n; ++t) o.y[t * W.rows + r] = f32->dot_f32(w, x + t * cols, cols) * W.row_scales[r];
+    }
   });
 }
 
