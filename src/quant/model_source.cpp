@@ -83,6 +83,15 @@ int order_key(const std::string& name, int64_t* layer) {
 
 }  // namespace
 
+void SourceTensor::copy_data(uint8_t* dst) const {
+  if (row_map == nullptr) {
+    std::memcpy(dst, data, nbytes);
+    return;
+  }
+  const size_t rb = dtype_row_bytes(type, ne[0]);
+  for (int64_t r = 0; r < n_rows(); ++r) std::memcpy(dst + r * rb, data + (*row_map)[r] * rb, rb);
+}
+
 std::string SourceTensor::shape_string() const {
   std::string s = "[";
   for (int d = 0; d < n_dims; ++d) s += (d ? ", " : "") + std::to_string(ne[d]);

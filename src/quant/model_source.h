@@ -31,6 +31,8 @@ struct SourceTensor {
   int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
   int64_t n_rows() const { return n_elements() / ne[0]; }
   std::string shape_string() const;
+  // The tensor's nbytes bytes in GGUF's row order (row_map applied) into dst.
+  void copy_data(uint8_t* dst) const;
 };
 
 struct ModelSource {

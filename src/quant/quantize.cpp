@@ -321,13 +321,8 @@ Result<QuantizeSummary> quantize_model(const ModelSource& in, const std::string&
     };
     const int64_t* row_map = t.row_map ? t.row_map->data() : nullptr;
     if (!p.quantize) {
-      LL3_RETURN_IF_ERROR(w.add_tensor(t.name, t.type, ne, [&t, row_map, report](uint8_t* dst) {
-        if (row_map == nullptr) {
-          std::memcpy(dst, t.data, t.nbytes);
-        } else {
-          const size_t rb = dtype_row_bytes(t.type, t.ne[0]);
-          for (int64_t r = 0; r < t.n_rows(); ++r) std::memcpy(dst + r * rb, t.data + row_map[r] * rb, rb);
-        }
+      LL3_RETURN_IF_ERROR(w.add_tensor(t.name, t.type, ne, [&t, report](uint8_t* dst) {
+        t.copy_data(dst);
         report();
       }));
       continue;

@@ -211,12 +211,7 @@ Status add_copy(GgufWriter& w, WriteState& st, const TensorPlan& plan, QuantizeS
   WriteState* ws = &st;
   const TensorPlan* p = &plan;
   LL3_RETURN_IF_ERROR(w.add_tensor(t.name, t.type, shape_of(t), [ws, p, &t](uint8_t* dst) {
-    if (t.row_map == nullptr) {
-      std::memcpy(dst, t.data, t.nbytes);
-    } else {
-      const size_t rb = dtype_row_bytes(t.type, t.ne[0]);
-      for (int64_t r = 0; r < t.n_rows(); ++r) std::memcpy(dst + r * rb, t.data + (*t.row_map)[r] * rb, rb);
-    }
+    t.copy_data(dst);
     ws->report(*p, t.nbytes);
   }));
   sum.bytes_out += t.nbytes;
