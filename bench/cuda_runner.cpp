@@ -3,10 +3,13 @@
 // 128256) with random weights, written here for each weight type and deleted after: pp512 (one
 // step of 512 tokens), tg128 (128 steps of one token after it), the weight bytes a decode step
 // streams per second against the card's copy bandwidth, and aggregate decode with 1, 8, 32 and
-// 128 sequences. scripts/gpu-check.sh prints its table.
+// 128 sequences. Then, for the first type, llama-bench's -ngl sweep: pp512 and tg32 with the
+// last N layers on the GPU and the others on the CPU (backend/split_runner.h).
+// scripts/gpu-check.sh prints its tables.
 //
-//   ll3-cuda-runner-bench [DIR] [TYPES]   DIR for the model files (default /tmp), TYPES a
-//                                         comma-separated list (default f16,bf16,q8_0,q4_k)
+//   ll3-cuda-runner-bench [DIR] [TYPES] [NGL]   DIR for the model files (default /tmp), TYPES a
+//                                               comma-separated list (default f16,bf16,q8_0,q4_k),
+//                                               NGL the sweep's layer counts (default 24,16,8)
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -22,6 +25,8 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_runner.h"
+#include "backend/split_runner.h"
+#include "core/thread_pool.h"
 #include "io/gguf_writer.h"
 #include "kv/kv_cache.h"
 #include "model/llama_model.h"
@@ -147,11 +152,41 @@ double copy_bandwidth() {
   return 2.0 * bytes / best / 1e9;
 }
 
+// pp512 and tg32 of the model split at each -ngl of `list`, one row each.
+void ngl_sweep(const LlamaModel& m, KvCache& kv, const std::string& name, const std::string& list) {
+  ThreadPool pool(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  std::printf("\n-ngl sweep, %s: the first layers on the CPU (%d threads)\n\n| weights | -ngl | pp512 t/s | tg32 t/s | where |\n"
+              "|---|---|---|---|---|\n", name.c_str(), pool.size());
+  std::fflush(stdout);
+  std::stringstream counts(list);
+  for (std::string n; std::getline(counts, n, ',');) {
+    GpuRunnerOptions go;
+    go.max_batch_tokens = 512;
+    go.gpu_layers = std::atoi(n.c_str());
+    Result<GpuPart> part = make_cuda_runner(m, kv, go);
+    if (!part.ok()) {
+      std::printf("| %s | %s | - | - | %s |\n", name.c_str(), n.c_str(), part.message().c_str());
+      continue;
+    }
+    RunnerOptions ro;
+    ro.max_batch_tokens = 512;
+    std::unique_ptr<ModelRunner> r = with_cpu_parts(std::move(part.value()), m, kv, pool, ro);
+    Stepper s(*r);
+    s.step(0, 1, 512, 0);  // warm-up
+    const double pp = s.step(0, 1, 512, 0);
+    double tg = 0;
+    for (int i = 0; i < 32; ++i) tg += s.step(0, 1, 1, 512 + i);
+    std::printf("| %s | %s | %.0f | %.1f | %s |\n", name.c_str(), n.c_str(), 512 / pp, 32 / tg, r->where().c_str());
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string dir = argc > 1 ? argv[1] : "/tmp";
   std::string list = argc > 2 ? argv[2] : "f16,bf16,q8_0,q4_k";
+  const std::string sweep = argc > 3 ? argv[3] : "24,16,8";
   std::string why;
   const auto devs = cuda_devices(&why);
   if (devs.empty()) {
@@ -204,13 +239,14 @@ int main(int argc, char** argv) {
     GpuRunnerOptions go;
     go.max_batch_tokens = 512;
     t0 = now();
-    Result<std::unique_ptr<ModelRunner>> r = make_cuda_runner(**m, **kv, go);
-    if (!r.ok()) {
-      std::fprintf(stderr, "ll3-cuda-runner-bench: %s\n", r.message().c_str());
+    Result<GpuPart> part = make_cuda_runner(**m, **kv, go);
+    if (!part.ok()) {
+      std::fprintf(stderr, "ll3-cuda-runner-bench: %s\n", part.message().c_str());
       return 1;
     }
+    std::unique_ptr<ModelRunner> r = std::move(part.value().runner);
     const double t_upload = now() - t0;
-    Stepper s(**r);
+    Stepper s(*r);
     s.step(0, 1, 512, 0);  // warm-up
     std::vector<double> pp;
     for (int i = 0; i < 3; ++i) pp.push_back(s.step(0, 1, 512, 0));
@@ -234,7 +270,9 @@ int main(int argc, char** argv) {
     std::snprintf(row + len, sizeof row - len, " %.1fx | %.0f s / %.0f s |", agg[3] / agg[0], t_write, t_upload);
     std::printf("%s\n", row);
     std::fflush(stdout);
-    std::fprintf(stderr, "ll3-cuda-runner-bench: %s done (%s)\n", name.c_str(), (*r)->where().c_str());
+    std::fprintf(stderr, "ll3-cuda-runner-bench: %s done (%s)\n", name.c_str(), r->where().c_str());
+    r.reset();  // its device memory, before the sweep's
+    if (name == list.substr(0, list.find(',')) && !sweep.empty()) ngl_sweep(**m, **kv, name, sweep);
     std::filesystem::remove(path);
   }
   return 0;

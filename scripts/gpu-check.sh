@@ -3,7 +3,7 @@
 # forward pass's tests against the CPU, ll3 itself on the GPU (greedy text against the CPU, and
 # `ll3 serve` under `ll3 bench-serve`, whose streams must equal the non-streamed answers), the
 # op benchmark and the runner benchmark on the llama3.1-8b shape (pp512, tg128, decode GB/s
-# against the copy bandwidth, aggregate decode at 1, 8, 32 and 128 sequences), then
+# against the copy bandwidth, aggregate decode at 1, 8, 32 and 128 sequences, an -ngl sweep), then
 # compute-sanitizer over the op tests, and prints its table last. Every stage has its own time
 # limit, and its log goes to $OUT (or build-gpu/) as it runs, so a run cut short still reports.
 #
@@ -73,19 +73,23 @@ model=$deps/models/small-llama32-mixed.gguf
 if [ -x "$bin/ll3" ] && [ -f "$model" ]; then
   # Greedy text of the P3 prompt on the GPU and on the CPU with float activations (the GPU's
   # arithmetic is float: F16 weights for the types it has no kernel for, F32 accumulation).
-  for where in gpu cpu; do
+  # And split: the first layer on the CPU, the others on the GPU (-ngl 1 below the count).
+  for where in gpu cpu split; do
     flags=(-ngl -1)
     [ $where = cpu ] && flags=(-ngl 0 --float-act)
+    [ $where = split ] && flags=(-ngl "$(($("$bin/ll3" run -m "$model" -p x -n 1 -ngl 0 2>&1 |
+      sed -n 's/.*: \([0-9]*\) layers.*/\1/p' | head -1) - 1))" --float-act)
     stage "run-$where" 60 "$bin/ll3" run -m "$model" -f $deps/models/P3.txt --temp 0 -n 48 --ignore-eos "${flags[@]}"
   done
-  grep -E "^ll3: (running|prompt|loaded)" "$logs/run-gpu.log"
-  python3 - "$logs/run-gpu.log" "$logs/run-cpu.log" << 'EOF'
+  grep -E "^ll3: (running|prompt|loaded)" "$logs/run-gpu.log" "$logs/run-split.log"
+  python3 - "$logs/run-cpu.log" "$logs/run-gpu.log" "$logs/run-split.log" << 'EOF'
 import sys
-a, b = (open(f, 'rb').read() for f in sys.argv[1:3])
 body = lambda s: b''.join(l for l in s.splitlines(True) if not l.startswith(b'll3:'))
-a, b = body(a), body(b)
-n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-print(f"run: GPU and CPU (float activations) greedy text agree on {n} of {len(b)} bytes")
+cpu = body(open(sys.argv[1], 'rb').read())
+for name, f in (('GPU', sys.argv[2]), ('GPU + CPU split', sys.argv[3])):
+    a = body(open(f, 'rb').read())
+    n = next((i for i, (x, y) in enumerate(zip(a, cpu)) if x != y), min(len(a), len(cpu)))
+    print(f"run: {name} and CPU (float activations) greedy text agree on {n} of {len(cpu)} bytes")
 EOF
   port=18089
   "$bin/ll3" serve -m "$model" --port $port --max-seqs 64 > "$logs/serve.log" 2>&1 &

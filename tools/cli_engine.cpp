@@ -22,8 +22,10 @@ void add_engine_flags(ArgParser& ap, EngineFlags* f, bool serving) {
   ap.add_flag({"--no-prefix-cache"}, "do not reuse the KV of earlier requests' prompts", &f->no_prefix_cache);
   ap.add_flag({"--float-act"}, "keep activations in float for quantized weights (default: 8-bit)", &f->float_act);
   add_amx_flag(ap, &f->amx_bf16);
-  ap.add_int({"-ngl", "--gpu-layers"}, "N", "layers on the CUDA GPU: -1 all when one is usable (default), 0 none "
-             "(splitting layers between GPU and CPU is not built yet)", &f->gpu_layers);
+  ap.add_int({"-ngl", "--gpu-layers"}, "N", "layers on the CUDA GPU: -1 all when one is usable and they fit (default), "
+             "0 none, N the last N (the first ones on the CPU; the output layer on the GPU when it fits)", &f->gpu_layers);
+  ap.add_int({"--gpu-memory"}, "BYTES", "device memory the GPU part may take (default: what the device has free)",
+             &f->gpu_memory);
   ap.add_string({"--spec"}, "MODE", "speculative decoding, the same output sooner: ngram (guesses copied from earlier "
                 "in the text: pays on editing, summaries, code), draft (a draft model's guesses, --draft) or off (default)",
                 &f->spec);
@@ -89,6 +91,7 @@ std::string finish_engine_flags(const EngineFlags& f, EngineOptions* o) {
   if (f.load.mmap && f.load.no_mmap) return "--mmap and --no-mmap exclude each other";
   if (std::string err = finish_spec_flags(f, o); !err.empty()) return err;
   if (f.gpu_layers < -1) return "--gpu-layers must be -1 (all), 0 (none) or a layer count";
+  if (f.gpu_memory < 0) return "--gpu-memory must not be negative";
   o->threads = f.threads;
   o->ctx = f.ctx;
   o->kv_memory = f.kv_memory;
@@ -99,6 +102,7 @@ std::string finish_engine_flags(const EngineFlags& f, EngineOptions* o) {
   o->int8_activations = !f.float_act;
   o->amx_prompts = f.amx_bf16;
   o->gpu_layers = f.gpu_layers;
+  o->gpu_memory = f.gpu_memory;
   o->max_seqs = f.max_seqs;
   o->max_queue = f.max_queue;
   o->batch_wait_ms = f.batch_wait_ms;

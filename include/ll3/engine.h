@@ -96,10 +96,13 @@ struct EngineOptions {
   // float activations. amx_prompts: AMX bf16 tiles for prompts where present (another answer).
   bool int8_activations = true;
   bool amx_prompts = false;
-  // Layers on the CUDA device: -1 all of them when a device is usable (else the CPU, saying
-  // why), 0 none; a positive count asks for the GPU and fails without one. Splitting a model
-  // between the GPU and the CPU is not built yet: a count below the model's layers is refused.
+  // Layers on the CUDA device: -1 all of them when a device is usable and they fit (else the
+  // CPU, saying why), 0 none; a positive count asks for the GPU and fails without one. A count
+  // below the model's layers splits it: the first layers on the CPU, the last ones on the GPU.
   int gpu_layers = -1;
+  // Most bytes of device memory the GPU part may take (0: what the device has free); with
+  // gpu_layers -1, a model larger than that runs on the CPU and the log says which -ngl fits.
+  long long gpu_memory = 0;
   // Speculation (see SpecMode). How many tokens to guess adapts per sequence to its acceptance
   // rate and to the step's load, between spec_min_guesses and spec_max_guesses (a minimum
   // guesses whatever the cost: llama.cpp's --draft-min); requests opt out by

@@ -3,6 +3,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_runner.h"
 #include "backend/cuda/cuda_runner.h"
+#include "backend/split_runner.h"
 
 namespace ll3 {
 
@@ -46,14 +47,8 @@ Status validate_plan(const BatchPlan& plan, int64_t max_tokens, int64_t n_vocab,
 
 Result<std::unique_ptr<ModelRunner>> make_runner(const LlamaModel& model, KvCache& kv, ThreadPool& pool,
                                                  const RunnerOptions& o) {
-  const int64_t layers = model.config.n_layers;
   if (o.gpu_layers < -1) return Status::invalid("gpu_layers must be -1 (all), 0 or a layer count", "gpu_layers");
-  if (o.gpu_layers > 0 && o.gpu_layers < layers) {
-    return Status::invalid(strprintf("--gpu-layers %d of %lld: splitting the layers between the GPU and the CPU is not "
-                                     "built yet (use 0 for the CPU, or all)",
-                                     o.gpu_layers, static_cast<long long>(layers)),
-                           "gpu_layers");
-  }
+  if (o.gpu_memory < 0) return Status::invalid("gpu_memory must not be negative", "gpu_memory");
   // Static W8A8 (model/w8a8_format.h) has CPU kernels only.
   constexpr const char* kW8A8CpuOnly = "the model's W8A8 (static int8) weights have CPU kernels only";
   if (o.gpu_layers > 0 && model.has_w8a8_weights()) {
@@ -65,11 +60,14 @@ Result<std::unique_ptr<ModelRunner>> make_runner(const LlamaModel& model, KvCach
   } else if (o.gpu_layers != 0 && !cuda_devices(&why).empty()) {
     GpuRunnerOptions go;
     go.max_batch_tokens = o.max_batch_tokens;
+    go.gpu_layers = o.gpu_layers;
+    go.memory_cap = o.gpu_memory;
     go.log = o.log;
-    Result<std::unique_ptr<ModelRunner>> g = make_cuda_runner(model, kv, go);
+    Result<GpuPart> g = make_cuda_runner(model, kv, go);
     if (g.ok()) {
-      o.log.info("running on " + g.value()->where());
-      return g;
+      std::unique_ptr<ModelRunner> r = with_cpu_parts(std::move(g.value()), model, kv, pool, o);
+      o.log.info("running on " + r->where());
+      return r;
     }
     if (o.gpu_layers > 0) return g.status();
     o.log.warn("not on the GPU (" + g.message() + "): running on the CPU");

@@ -31,6 +31,12 @@ class ModelRunner {
   virtual Status forward(const BatchPlan& plan, float* logits, float* hidden) = 0;
   Status forward(const BatchPlan& plan, float* logits) { return forward(plan, logits, nullptr); }
 
+  // One part of a pass split between devices (backend/split_runner.h): this runner's layers
+  // only, from x_in, the residual stream entering its first layer ((T, dim); null for the
+  // tokens' embeddings, when that layer is 0), to x_out, the stream after its last layer, when
+  // the output layer is not its own, else to logits and hidden rows as forward() does.
+  virtual Status forward_part(const BatchPlan& plan, const float* x_in, float* x_out, float* logits, float* hidden) = 0;
+
   // Where the steps run, for logs and `ll3 bench`: "cpu", "cuda:0 NVIDIA H200, 32 of 32 layers".
   virtual std::string where() const = 0;
 };
@@ -41,10 +47,12 @@ class ModelRunner {
 Status validate_plan(const BatchPlan& plan, int64_t max_tokens, int64_t n_vocab, int64_t bs, int64_t n_blocks);
 
 struct RunnerOptions {
-  // Layers on the CUDA device: -1 all of them when a device is usable (else the CPU, saying
-  // why), 0 none; a positive count asks for the GPU and fails without one. A count below the
-  // model's layers (a split between GPU and CPU) is refused: not built yet.
+  // Layers on the CUDA device: -1 all of them when a device is usable and they fit (else the
+  // CPU, saying why and how many would fit), 0 none; a positive count asks for the GPU and fails
+  // without one. A count below the model's layers splits the pass: the first layers on the CPU,
+  // the last ones on the GPU (backend/split_runner.h), the output layer where it fits.
   int gpu_layers = -1;
+  int64_t gpu_memory = 0;        // most bytes of device memory to use; 0: what the device has free
   int64_t max_batch_tokens = 256;
   bool int8_activations = true;  // CPU: 8-bit activations for quantized weights
   bool amx_prompts = false;      // CPU: AMX bf16 tiles for prompts where present

@@ -198,6 +198,7 @@ Status Engine::Impl::init() {
   sched = std::make_unique<Scheduler>(*kvm, so);
   RunnerOptions ro;
   ro.gpu_layers = opt.gpu_layers;
+  ro.gpu_memory = opt.gpu_memory;
   ro.max_batch_tokens = opt.batch_tokens;
   ro.int8_activations = opt.int8_activations;
   ro.amx_prompts = opt.amx_prompts;

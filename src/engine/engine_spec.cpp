@@ -22,6 +22,9 @@ Status Engine::Impl::make_draft(const RunnerOptions& ro) {
   d.batch_tokens = opt.batch_tokens;
   d.max_guesses = opt.spec_max_guesses;
   d.runner = ro;
+  // The draft is small: on the GPU whole when it fits beside the model (whatever -ngl split the
+  // model), else on the CPU.
+  if (ro.gpu_layers != 0) d.runner.gpu_layers = -1;
   Result<std::unique_ptr<DraftModel>> r = DraftModel::create(*model_impl(dm).llama, *pool, d);
   if (!r.ok()) return Status::error("draft model: " + r.message(), r.status().code());
   draft = std::move(r.value());

@@ -21,6 +21,7 @@
 #include "kernels/type_traits.h"
 #include "kv/kv_cache.h"
 #include "backend/cpu/cpu_runner.h"
+#include "backend/split_runner.h"
 #include "model/llama_model.h"
 
 namespace ll3 {
@@ -103,9 +104,9 @@ GpuSetup make_gpu(DType type, int64_t max_batch_tokens) {
   g.kv = make_kv();
   GpuRunnerOptions o;
   o.max_batch_tokens = max_batch_tokens;
-  Result<std::unique_ptr<ModelRunner>> r = make_cuda_runner(*g.model, *g.kv, o);
+  Result<GpuPart> r = make_cuda_runner(*g.model, *g.kv, o);
   EXPECT_TRUE(r.ok()) << r.message();
-  if (r.ok()) g.runner = std::move(r.value());
+  if (r.ok()) g.runner = std::move(r.value().runner);
   return g;
 }
 
@@ -252,6 +253,93 @@ TEST(CudaRunner, FollowsHostChangesOfTheCache) {
   EXPECT_EQ(0, std::memcmp(original.data(), copy.data(), kVocab * sizeof(float)));
 }
 
+// -ngl 1 of 2: layer 0 on the CPU, layer 1 on the GPU, the output layer on either side. Against
+// the CPU alone (float activations on both), and a batch of sequences equal to each alone, bit
+// for bit (both parts are batch-invariant); the host cache holds both parts' K / V rows.
+TEST(CudaRunner, SplitWithTheCpuMatchesTheCpuAndKeepsBatchInvariance) {
+  REQUIRE_GPU();
+  for (bool output_on_cpu : {false, true}) {
+    SCOPED_TRACE(output_on_cpu ? "output layer on the CPU" : "output layer on the GPU");
+    Result<std::unique_ptr<LlamaModel>> m = LlamaModel::load(write_model(DType::Q8_0));
+    ASSERT_TRUE(m.ok()) << m.message();
+    std::unique_ptr<KvCache> kv = make_kv(), kv_cpu = make_kv();
+    GpuRunnerOptions o;
+    o.max_batch_tokens = 64;
+    o.gpu_layers = 1;
+    o.output_on_cpu = output_on_cpu;
+    Result<GpuPart> part = make_cuda_runner(**m, *kv, o);
+    ASSERT_TRUE(part.ok()) << part.message();
+    EXPECT_EQ(part.value().placement.first_layer, 1);
+    EXPECT_EQ(part.value().placement.output, !output_on_cpu);
+    ThreadPool pool(2);
+    RunnerOptions ro;
+    ro.max_batch_tokens = 64;
+    ro.int8_activations = false;
+    std::unique_ptr<ModelRunner> split = with_cpu_parts(std::move(part.value()), **m, *kv, pool, ro);
+    EXPECT_NE(split->where().find("1 of 2 layers"), std::string::npos) << split->where();
+    CpuRunner cpu(**m, *kv_cpu, pool, 64, /*int8_activations=*/false);
+
+    const std::vector<int32_t> pa = random_tokens(37, 3), pb = random_tokens(5, 4);
+    const std::vector<int32_t> ta = {0, 1, 2, 3}, tb = {8};
+    EXPECT_LT(rel_l2(step(*split, pa, 0, ta), step(cpu, pa, 0, ta)), 5e-3) << "37-token prompt";
+    EXPECT_LT(rel_l2(step(*split, {7}, 37, ta), step(cpu, {7}, 37, ta)), 5e-3) << "decode";
+    for (int64_t l = 0; l < kLayers; ++l) {  // both parts' rows reached the host cache
+      const auto* a = reinterpret_cast<const uint16_t*>(kv->k_row(l, ta[2], 5));
+      const auto* b = reinterpret_cast<const uint16_t*>(kv_cpu->k_row(l, ta[2], 5));
+      EXPECT_NEAR(f16_to_f32(a[3]), f16_to_f32(b[3]), 0.05) << "layer " << l;
+    }
+    // Batch invariance: two sequences together against each alone.
+    const std::vector<float> solo_b = step(*split, pb, 0, tb);
+    const std::vector<int32_t> pc = random_tokens(9, 5), tc = {9};
+    const std::vector<float> solo_c = step(*split, pc, 0, tc);
+    std::vector<int32_t> tokens = pb;
+    tokens.insert(tokens.end(), pc.begin(), pc.end());
+    const std::vector<int32_t> tb2 = {10}, tc2 = {11};
+    SeqBatch seqs[2];
+    seqs[0].n_tokens = 5;
+    seqs[0].block_table = tb2;
+    seqs[1].token_begin = 5;
+    seqs[1].n_tokens = 9;
+    seqs[1].block_table = tc2;
+    const int32_t rows[2] = {4, 13};
+    BatchPlan p;
+    p.tokens = tokens;
+    p.seqs = seqs;
+    p.logit_rows = rows;
+    std::vector<float> logits(2 * kVocab);
+    Status st = split->forward(p, logits.data());
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(0, std::memcmp(logits.data(), solo_b.data(), kVocab * sizeof(float)));
+    EXPECT_EQ(0, std::memcmp(logits.data() + kVocab, solo_c.data(), kVocab * sizeof(float)));
+  }
+}
+
+// Too little device memory for the layers asked for is refused with the sizes; -1 (the
+// default) takes the GPU only whole and says which -ngl fits.
+TEST(CudaRunner, SaysHowManyLayersFit) {
+  REQUIRE_GPU();
+  Result<std::unique_ptr<LlamaModel>> m = LlamaModel::load(write_model(DType::F16));
+  ASSERT_TRUE(m.ok()) << m.message();
+  std::unique_ptr<KvCache> kv = make_kv();
+  GpuRunnerOptions o;
+  o.gpu_layers = 2;
+  o.memory_cap = 1 << 20;  // 1 MiB: not even the activations
+  Result<GpuPart> none = make_cuda_runner(**m, *kv, o);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.message().find("2 layers on the GPU need"), std::string::npos) << none.message();
+  o.gpu_layers = 1;
+  o.memory_cap = 0;
+  Result<GpuPart> one = make_cuda_runner(**m, *kv, o);
+  ASSERT_TRUE(one.ok()) << one.message();
+  const int64_t one_layer = one.value().placement.bytes;
+  one.value().runner.reset();
+  o.gpu_layers = -1;
+  o.memory_cap = one_layer;  // room for one layer and the output layer, not two
+  Result<GpuPart> whole = make_cuda_runner(**m, *kv, o);
+  ASSERT_FALSE(whole.ok());
+  EXPECT_NE(whole.message().find("-ngl 1 fits"), std::string::npos) << whole.message();
+}
+
 // A KV type the device cache does not hold is refused with the reason.
 TEST(CudaRunner, RefusesOtherKvTypes) {
   REQUIRE_GPU();
@@ -265,7 +353,7 @@ TEST(CudaRunner, RefusesOtherKvTypes) {
   c.type = DType::Q8_0;
   Result<std::unique_ptr<KvCache>> kv = KvCache::create(c);
   ASSERT_TRUE(kv.ok());
-  Result<std::unique_ptr<ModelRunner>> gpu = make_cuda_runner(**m, **kv, GpuRunnerOptions());
+  Result<GpuPart> gpu = make_cuda_runner(**m, **kv, GpuRunnerOptions());
   ASSERT_FALSE(gpu.ok());
   EXPECT_NE(gpu.message().find("F16 KV cache"), std::string::npos) << gpu.message();
 }

@@ -226,28 +226,28 @@ TEST(Engine, CancellingQueuedPrefillingOrDecodingRequestsFreesEveryBlock) {
   EXPECT_EQ(st.requests_waiting, 0);
 }
 
-// --gpu-layers: a split between GPU and CPU is refused (not built yet), a GPU asked for but not
-// usable is an error, and "all when usable" runs on the CPU where there is none.
+// --gpu-layers: a GPU asked for (all layers or a split) but not usable is an error, and "all
+// when usable" runs on the CPU where there is none.
 TEST(Engine, GpuLayersAreCheckedAndFallBackOnlyWhenNotAskedFor) {
   REQUIRE_MODEL();
   EngineOptions o;
   o.threads = 2;
   o.ctx = 256;
-  o.gpu_layers = 1;  // of 2
-  Result<std::unique_ptr<Engine>> split = Engine::create(shared_model(), o);
-  ASSERT_FALSE(split.ok());
-  EXPECT_NE(split.message().find("splitting the layers between the GPU and the CPU is not built yet"), std::string::npos)
-      << split.message();
   o.gpu_layers = -2;
   EXPECT_FALSE(Engine::create(shared_model(), o).ok());
   o.gpu_layers = -1;
+  o.gpu_memory = -1;
+  EXPECT_FALSE(Engine::create(shared_model(), o).ok());
+  o.gpu_memory = 0;
   std::string why;
   if (!cuda_devices(&why).empty()) GTEST_SKIP() << "a CUDA device is present: the GPU-less fallback is not run here";
   ASSERT_NE(make(o), nullptr) << "all layers when usable: the CPU without a device";
-  o.gpu_layers = 99;
-  Result<std::unique_ptr<Engine>> gpu = Engine::create(shared_model(), o);
-  ASSERT_FALSE(gpu.ok()) << "a GPU asked for, none usable";
-  EXPECT_NE(gpu.message().find("--gpu-layers"), std::string::npos) << gpu.message();
+  for (int layers : {1, 99}) {  // a split (1 of 2) and all
+    o.gpu_layers = layers;
+    Result<std::unique_ptr<Engine>> gpu = Engine::create(shared_model(), o);
+    ASSERT_FALSE(gpu.ok()) << "a GPU asked for, none usable";
+    EXPECT_NE(gpu.message().find("--gpu-layers"), std::string::npos) << gpu.message();
+  }
 }
 
 TEST(Engine, RejectsAtSubmitWhatCanNeverRunOrDoesNotFitTheQueue) {

@@ -11,8 +11,11 @@
 namespace ll3 {
 
 CpuRunner::CpuRunner(const LlamaModel& model, KvCache& kv, ThreadPool& pool, int64_t max_batch_tokens,
-                         bool int8_activations, bool amx_prompts)
-    : m_(model), c_(model.config), kv_(kv), pool_(pool), max_tokens_(std::max<int64_t>(1, max_batch_tokens)) {
+                         bool int8_activations, bool amx_prompts, LayerRange layers)
+    : m_(model), c_(model.config), kv_(kv), pool_(pool), max_tokens_(std::max<int64_t>(1, max_batch_tokens)),
+      range_(layers) {
+  if (range_.end < 0 || range_.end > c_.n_layers) range_.end = c_.n_layers;
+  range_.begin = std::clamp<int64_t>(range_.begin, 0, range_.end);
   const int64_t T = max_tokens_;
   q_dim_ = c_.n_heads * c_.head_dim;
   kv_dim_ = c_.n_kv_heads * c_.head_dim;
@@ -82,11 +85,25 @@ void CpuRunner::add_residual(int64_t T, const float* norm_weight) {
 }
 
 Status CpuRunner::forward(const BatchPlan& plan, float* logits, float* hidden) {
+  if (range_.begin != 0 || range_.end != c_.n_layers || !range_.output) {
+    return Status::error("forward: this CPU runner holds part of the layers (use forward_part)");
+  }
+  return forward_part(plan, nullptr, nullptr, logits, hidden);
+}
+
+Status CpuRunner::forward_part(const BatchPlan& plan, const float* x_in, float* x_out, float* logits, float* hidden) {
   LL3_RETURN_IF_ERROR(validate(plan));
-  if (!plan.hidden_rows.empty() && hidden == nullptr) return Status::error("forward: hidden rows asked for without a buffer");
+  if (range_.output && !plan.hidden_rows.empty() && hidden == nullptr) {
+    return Status::error("forward: hidden rows asked for without a buffer");
+  }
+  if ((x_in == nullptr) != (range_.begin == 0)) {
+    return Status::error("forward_part: the residual stream comes in exactly when the first layer is not layer 0");
+  }
+  if ((x_out == nullptr) != range_.output) {
+    return Status::error("forward_part: the residual stream goes out exactly when the output layer is not here");
+  }
   const int64_t T = static_cast<int64_t>(plan.tokens.size());
   const int64_t dim = c_.dim, hd = c_.head_dim, half = hd / 2;
-  const int64_t bs = kv_.config().block_size;
 
   // Position and RoPE angles of every batch row.
   for (size_t s = 0; s < plan.seqs.size(); ++s) {
@@ -102,56 +119,76 @@ Status CpuRunner::forward(const BatchPlan& plan, float* logits, float* hidden) {
 
   plan_attention_runs(plan);
 
-  // x = embedding(tokens)
-  for (int64_t t = 0; t < T; ++t) {
-    m_.tok_embd.traits->to_float(m_.tok_embd.row_in(plan.tokens[t], wbuf_.data()), &x_[t * dim], dim);
+  if (x_in != nullptr) {
+    std::copy(x_in, x_in + T * dim, x_.begin());
+  } else {  // x = embedding(tokens)
+    for (int64_t t = 0; t < T; ++t) {
+      m_.tok_embd.traits->to_float(m_.tok_embd.row_in(plan.tokens[t], wbuf_.data()), &x_[t * dim], dim);
+    }
   }
+  for (int64_t l = range_.begin; l < range_.end; ++l) layer(plan, l, T);
+  if (x_out != nullptr) {
+    std::copy(x_.begin(), x_.begin() + T * dim, x_out);
+    return Status();
+  }
+  output(plan, logits, hidden);
+  return Status();
+}
 
-  for (int64_t l = 0; l < c_.n_layers; ++l) {
-    const LlamaLayer& L = m_.layers[l];
+void CpuRunner::layer(const BatchPlan& plan, int64_t l, int64_t T) {
+  const LlamaLayer& L = m_.layers[l];
+  const int64_t dim = c_.dim, hd = c_.head_dim, half = hd / 2;
+  const int64_t bs = kv_.config().block_size;
 
-    // Attention block: x += Wo · attention(RoPE(Wq·norm(x)), RoPE(Wk·norm(x)), Wv·norm(x))
-    if (l == 0) rmsnorm_rows(L.attn_norm.data(), T);  // later layers': with the residual before
-    tap("attn_norm", l, xb_, T, dim);
-    matmul_shared(pool_, {{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xb_.data(), T, mm_scratch_);
-    tap("Qcur", l, q_, T, q_dim_);
-    tap("Kcur", l, k_, T, kv_dim_);
-    tap("Vcur", l, v_, T, kv_dim_);
-    // RoPE, and this position's K and V appended to the sequence's cache blocks, on every
-    // thread: on one, with the F16 conversion, it was 1.5% of a 16-row decode step.
-    pool_.parallel_for(T, [&](int64_t b, int64_t e, int) {
-      for (int64_t t = b; t < e; ++t) {
-        ops::rope(&q_[t * q_dim_], c_.n_heads, hd, &rope_cos_[t * half], &rope_sin_[t * half], c_.rope_half_pairs);
-        ops::rope(&k_[t * kv_dim_], c_.n_kv_heads, hd, &rope_cos_[t * half], &rope_sin_[t * half], c_.rope_half_pairs);
-        const int64_t pos = token_pos_[t];
-        kv_.store_uncounted(l, plan.seqs[token_seq_[t]].block_table[pos / bs], pos % bs, &k_[t * kv_dim_],
-                            &v_[t * kv_dim_]);
-      }
-    });
+  // Attention block: x += Wo · attention(RoPE(Wq·norm(x)), RoPE(Wk·norm(x)), Wv·norm(x))
+  if (l == range_.begin) rmsnorm_rows(L.attn_norm.data(), T);  // later layers': with the residual before
+  tap("attn_norm", l, xb_, T, dim);
+  matmul_shared(pool_, {{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xb_.data(), T, mm_scratch_);
+  tap("Qcur", l, q_, T, q_dim_);
+  tap("Kcur", l, k_, T, kv_dim_);
+  tap("Vcur", l, v_, T, kv_dim_);
+  // RoPE, and this position's K and V appended to the sequence's cache blocks, on every
+  // thread: on one, with the F16 conversion, it was 1.5% of a 16-row decode step.
+  pool_.parallel_for(T, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) {
+      ops::rope(&q_[t * q_dim_], c_.n_heads, hd, &rope_cos_[t * half], &rope_sin_[t * half], c_.rope_half_pairs);
+      ops::rope(&k_[t * kv_dim_], c_.n_kv_heads, hd, &rope_cos_[t * half], &rope_sin_[t * half], c_.rope_half_pairs);
+      const int64_t pos = token_pos_[t];
+      kv_.store_uncounted(l, plan.seqs[token_seq_[t]].block_table[pos / bs], pos % bs, &k_[t * kv_dim_],
+                          &v_[t * kv_dim_]);
+    }
+  });
+  // The blocks' versions tell a device mirror (the CUDA runner's) to upload them again; a split's
+  // front writes layers no mirror holds (the GPU's are the last ones), so it leaves them be.
+  if (range_.end == c_.n_layers) {
     for (int64_t t = 0; t < T; ++t) kv_.touch_block(plan.seqs[token_seq_[t]].block_table[token_pos_[t] / bs]);
-    tap("Qrope", l, q_, T, q_dim_);
-    tap("Krope", l, k_, T, kv_dim_);
-    attention(plan, l);
-    tap("kqv_out", l, att_, T, q_dim_);
-    matmul(pool_, L.wo, att_.data(), proj_.data(), T, mm_scratch_);
-    tap("attn_out", l, proj_, T, dim);
-    add_residual(T, L.ffn_norm.data());
-    tap("ffn_inp", l, x_, T, dim);
-
-    // Feed-forward block: x += W_down · (silu(W_gate·norm(x)) * W_up·norm(x))
-    tap("ffn_norm", l, xb_, T, dim);
-    matmul_shared(pool_, {{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}}, xb_.data(), T, mm_scratch_);
-    tap("ffn_gate", l, gate_, T, c_.ffn_dim);
-    tap("ffn_up", l, up_, T, c_.ffn_dim);
-    const int64_t ffn = c_.ffn_dim;
-    pool_.parallel_for(T, [&](int64_t b, int64_t e, int) { ops::swiglu(&gate_[b * ffn], &up_[b * ffn], (e - b) * ffn); });
-    tap("ffn_swiglu", l, gate_, T, ffn);
-    matmul(pool_, L.w_down, gate_.data(), proj_.data(), T, mm_scratch_);
-    tap("ffn_out", l, proj_, T, dim);
-    add_residual(T, l + 1 < c_.n_layers ? m_.layers[l + 1].attn_norm.data() : nullptr);
-    tap("l_out", l, x_, T, dim);
   }
+  tap("Qrope", l, q_, T, q_dim_);
+  tap("Krope", l, k_, T, kv_dim_);
+  attention(plan, l);
+  tap("kqv_out", l, att_, T, q_dim_);
+  matmul(pool_, L.wo, att_.data(), proj_.data(), T, mm_scratch_);
+  tap("attn_out", l, proj_, T, dim);
+  add_residual(T, L.ffn_norm.data());
+  tap("ffn_inp", l, x_, T, dim);
 
+  // Feed-forward block: x += W_down · (silu(W_gate·norm(x)) * W_up·norm(x))
+  tap("ffn_norm", l, xb_, T, dim);
+  matmul_shared(pool_, {{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}}, xb_.data(), T, mm_scratch_);
+  tap("ffn_gate", l, gate_, T, c_.ffn_dim);
+  tap("ffn_up", l, up_, T, c_.ffn_dim);
+  const int64_t ffn = c_.ffn_dim;
+  pool_.parallel_for(T, [&](int64_t b, int64_t e, int) { ops::swiglu(&gate_[b * ffn], &up_[b * ffn], (e - b) * ffn); });
+  tap("ffn_swiglu", l, gate_, T, ffn);
+  matmul(pool_, L.w_down, gate_.data(), proj_.data(), T, mm_scratch_);
+  tap("ffn_out", l, proj_, T, dim);
+  add_residual(T, l + 1 < range_.end ? m_.layers[l + 1].attn_norm.data() : nullptr);
+  tap("l_out", l, x_, T, dim);
+}
+
+// The rows asked for through the output layer: hidden = norm(x), logits = W_out · norm(x).
+void CpuRunner::output(const BatchPlan& plan, float* logits, float* hidden) {
+  const int64_t dim = c_.dim;
   // The final hidden state norm(x) of the rows embeddings pool: the same arithmetic as the
   // rows the LM head reads below.
   pool_.parallel_for(static_cast<int64_t>(plan.hidden_rows.size()), [&](int64_t b, int64_t e, int) {
@@ -162,13 +199,12 @@ Status CpuRunner::forward(const BatchPlan& plan, float* logits, float* hidden) {
 
   // logits = W_out · norm(x), only for the rows asked for.
   const int64_t n_out = static_cast<int64_t>(plan.logit_rows.size());
-  if (n_out == 0) return Status();
+  if (n_out == 0) return;
   for (int64_t i = 0; i < n_out; ++i) {
     ops::rmsnorm(&x_[plan.logit_rows[i] * dim], m_.output_norm.data(), &xb_[i * dim], dim, c_.norm_eps);
   }
   tap("result_norm", -1, xb_, n_out, dim);
   matmul(pool_, m_.output, xb_.data(), logits, n_out, mm_scratch_);
-  return Status();
 }
 
 void CpuRunner::rmsnorm_rows(const float* weight, int64_t T) {

@@ -30,11 +30,21 @@ namespace ll3 {
 using ActivationTap =
     std::function<void(const char* name, int64_t layer, const float* data, int64_t rows, int64_t cols)>;
 
+// The layers a runner computes: [begin, end), and the output layer (norm and LM head) or not.
+// A runner of all of them is the whole pass; a part of a split pass otherwise
+// (backend/split_runner.h): [0, F) on the CPU before a GPU's layers, or only the output layer
+// after them ({n_layers, n_layers, true}).
+struct LayerRange {
+  int64_t begin = 0;
+  int64_t end = -1;  // -1: the model's last layer
+  bool output = true;
+};
+
 class CpuRunner final : public ModelRunner {
  public:
   // int8_activations, amx_prompts: see MatmulScratch (int8_activations, bf16).
   CpuRunner(const LlamaModel& model, KvCache& kv, ThreadPool& pool, int64_t max_batch_tokens,
-              bool int8_activations = true, bool amx_prompts = true);
+              bool int8_activations = true, bool amx_prompts = true, LayerRange layers = {});
 
   int64_t max_batch_tokens() const override { return max_tokens_; }
 
@@ -43,7 +53,9 @@ class CpuRunner final : public ModelRunner {
   // token id out of range, or block tables too short for the positions.
   Status forward(const BatchPlan& plan, float* logits, float* hidden) override;
   using ModelRunner::forward;
+  Status forward_part(const BatchPlan& plan, const float* x_in, float* x_out, float* logits, float* hidden) override;
   std::string where() const override { return "cpu"; }
+  const LayerRange& layers() const { return range_; }
 
   void set_tap(ActivationTap tap) { tap_ = std::move(tap); }
 
@@ -54,6 +66,8 @@ class CpuRunner final : public ModelRunner {
   // xb = rmsnorm(x) * weight for the T batch rows, split across the threads.
   void rmsnorm_rows(const float* weight, int64_t T);
   void add_residual(int64_t T, const float* norm_weight);
+  void layer(const BatchPlan& plan, int64_t l, int64_t T);
+  void output(const BatchPlan& plan, float* logits, float* hidden);
   void tap(const char* name, int64_t layer, const AlignedVector<float>& buf, int64_t rows, int64_t cols) const {
     if (tap_) tap_(name, layer, buf.data(), rows, cols);
   }
@@ -64,6 +78,7 @@ class CpuRunner final : public ModelRunner {
   ThreadPool& pool_;
   int64_t max_tokens_;
   int64_t q_dim_, kv_dim_;
+  LayerRange range_;
 
   // Scratch, T = max_batch_tokens, on cache lines (core/aligned.h).
   AlignedVector<float> x_;        // (T, dim) residual stream

@@ -14,6 +14,10 @@
 // kMaxGemvBatch rows, which is as invariant (each row is computed alone). Weight types neither
 // reads are dequantized to F16 at load.
 //
+// With fewer layers than the model's (-ngl N, backend/split_runner.h) the runner holds layers
+// [first_, n_layers) and maybe the output layer: its step starts from the residual stream the
+// CPU computed (forward_part's x_in) and, without the output layer, hands the stream back.
+//
 // The KV cache lives twice: the engine's host KvCache stays the one of record (prefix sharing,
 // copy on write and session files read and write it), and the device holds a mirror. Before a
 // step, blocks the host changed since the device last saw them (KvCache::version) are uploaded;
@@ -24,6 +28,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <set>
 #include <string>
 #include <vector>
@@ -91,6 +96,23 @@ struct DevMatrix {
   const void* w = nullptr;
 };
 
+// The kernels' type for W on the device: as stored where a kernel reads it, else F16.
+DType device_type(const WeightMatrix& W) {
+  const bool as_stored = cuda::matmul_mma_supported(W.type, W.cols) ||
+                         (cuda::gemv_supported(W.type) && W.cols % 32 == 0 && (W.type != DType::Q4_K || W.cols % 256 == 0));
+  return as_stored ? W.type : DType::F16;
+}
+
+// An allocation's bytes as cudaMalloc takes them: large ones in 2 MiB pages.
+int64_t allocated(int64_t bytes) {
+  constexpr int64_t kPage = int64_t{2} << 20;
+  return (bytes + kPage - 1) / kPage * kPage;
+}
+
+int64_t device_bytes(const WeightMatrix& W) {
+  return allocated(static_cast<int64_t>(dtype_row_bytes(device_type(W), W.cols)) * W.rows);  // Q8_0's split form is as large
+}
+
 struct DevLayer {
   float* attn_norm = nullptr;
   float* ffn_norm = nullptr;
@@ -108,15 +130,20 @@ class CudaRunner final : public ModelRunner {
 
   Status init(const GpuRunnerOptions& o);
   int64_t max_batch_tokens() const override { return max_tokens_; }
-  Status forward(const BatchPlan& plan, float* logits, float* hidden) override;
+  Status forward(const BatchPlan& plan, float* logits, float* hidden) override {
+    return forward_part(plan, nullptr, nullptr, logits, hidden);
+  }
+  Status forward_part(const BatchPlan& plan, const float* x_in, float* x_out, float* logits, float* hidden) override;
   std::string where() const override { return where_; }
+  const GpuPlacement& placement() const { return placement_; }
 
  private:
   Status upload_norm(const std::vector<float>& w, float** d);
   Status upload_matrix(const WeightMatrix& W, DevMatrix* d);
   Status sync_blocks(const BatchPlan& plan);
   Status matmul(const DevMatrix& M, const float* x, int64_t n, float* y);
-  Status step(const BatchPlan& plan, float* logits, float* hidden);
+  GpuNeeds needs(int64_t T) const;
+  Status step(const BatchPlan& plan, const float* x_in, float* x_out, float* logits, float* hidden);
   Status layer(int64_t l, int64_t T, int64_t width);
   Status download_kv(const BatchPlan& plan, int64_t T);
 
@@ -128,8 +155,11 @@ class CudaRunner final : public ModelRunner {
   std::string where_;
   int64_t max_tokens_ = 0, q_dim_ = 0, kv_dim_ = 0, table_cap_ = 0;
   std::set<std::string> converted_;  // weight types dequantized to F16 at load
+  GpuPlacement placement_;
+  int64_t first_ = 0;      // the first layer on the device
+  int64_t n_local_ = 0;    // layers on the device: n_layers - first_
 
-  std::vector<DevLayer> layers_;
+  std::vector<DevLayer> layers_;  // (n_layers), those from first_ on filled
   DevMatrix output_;
   float* output_norm_ = nullptr;
   float* rope_factors_ = nullptr;
@@ -138,10 +168,10 @@ class CudaRunner final : public ModelRunner {
   // Device scratch, T = max_tokens_.
   float *x_ = nullptr, *xb_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *att_ = nullptr;
   float *proj_ = nullptr, *gate_ = nullptr, *up_ = nullptr, *logits_ = nullptr;
-  uint16_t* kv_new_ = nullptr; // (2, n_layers, T, kv_dim) F16: this step's K and V rows
+  uint16_t* kv_new_ = nullptr; // (2, n_local_, T, kv_dim) F16: this step's K and V rows
   int32_t* meta_ = nullptr;    // positions, slots, attended lengths, logit rows, block tables, hidden rows
   // Pinned host staging for the same.
-  float* h_x_ = nullptr;
+  float* h_x_ = nullptr;       // (T, dim) the residual stream in (embeddings or the CPU's layers) or out
   float* h_logits_ = nullptr;
   float* h_hidden_ = nullptr;  // (T, dim) final normed rows (BatchPlan::hidden_rows)
   uint16_t* h_kv_new_ = nullptr;
@@ -174,9 +204,35 @@ Status CudaRunner::init(const GpuRunnerOptions& o) {
   const int64_t positions = std::min<int64_t>(c_.context_length, kv_.capacity_tokens());
   table_cap_ = std::min<int64_t>(kc.n_blocks, (positions + kc.block_size - 1) / kc.block_size + 1);
 
+  // Which layers: as many as asked for that fit in the memory free (less what the CUDA context
+  // and the allocator's rounding take) or in --gpu-memory.
+  size_t free_bytes = 0, total_bytes = 0;
+  LL3_RETURN_IF_ERROR(cuda_check(cudaMemGetInfo(&free_bytes, &total_bytes), "memory info"));
+  constexpr int64_t kReserve = int64_t{512} << 20;
+  int64_t budget = std::max<int64_t>(0, static_cast<int64_t>(free_bytes) - kReserve);
+  if (o.memory_cap > 0) budget = std::min(budget, o.memory_cap);
+  const GpuNeeds need = needs(T);
+  Result<GpuPlacement> placed = place_on_gpu(need, budget, o.gpu_layers);
+  if (!placed.ok()) return placed.status();
+  placement_ = placed.value();
+  if (o.output_on_cpu && placement_.output) {
+    placement_.output = false;
+    placement_.bytes -= need.output_bytes;
+  }
+  if (o.gpu_layers < 0 && (placement_.first_layer > 0 || !placement_.output)) {
+    // The default takes the GPU only whole, the path verified on a GPU; a split is asked for.
+    const long long fit = c_.n_layers - placement_.first_layer;
+    return Status::errorf("the model needs %s of device memory and %s is available: -ngl %lld fits (the last %lld "
+                          "layers on the GPU, the others on the CPU)",
+                          gib(place_on_gpu(need, std::numeric_limits<int64_t>::max(), -1).value().bytes).c_str(),
+                          gib(budget).c_str(), fit, fit);
+  }
+  first_ = placement_.first_layer;
+  n_local_ = c_.n_layers - first_;
+
   // Weights.
   layers_.resize(static_cast<size_t>(c_.n_layers));
-  for (int64_t l = 0; l < c_.n_layers; ++l) {
+  for (int64_t l = first_; l < c_.n_layers; ++l) {
     const LlamaLayer& L = m_.layers[l];
     DevLayer& D = layers_[l];
     LL3_RETURN_IF_ERROR(upload_norm(L.attn_norm, &D.attn_norm));
@@ -186,8 +242,10 @@ Status CudaRunner::init(const GpuRunnerOptions& o) {
                                                                {&L.w_down, &D.down}};
     for (const auto& [W, d] : mats) LL3_RETURN_IF_ERROR(upload_matrix(*W, d));
   }
-  LL3_RETURN_IF_ERROR(upload_matrix(m_.output, &output_));
-  LL3_RETURN_IF_ERROR(upload_norm(m_.output_norm, &output_norm_));
+  if (placement_.output) {
+    LL3_RETURN_IF_ERROR(upload_matrix(m_.output, &output_));
+    LL3_RETURN_IF_ERROR(upload_norm(m_.output_norm, &output_norm_));
+  }
   LL3_RETURN_IF_ERROR(upload_norm(m_.rope_factors, &rope_factors_));
   if (!converted_.empty()) {
     std::string types;
@@ -195,11 +253,11 @@ Status CudaRunner::init(const GpuRunnerOptions& o) {
     o.log.warn("the CUDA kernels do not read " + types + " weights yet: dequantized to F16 on the device");
   }
 
-  // The KV mirror, every block of every layer.
+  // The KV mirror, every block of the device's layers.
   const size_t kv_elems = static_cast<size_t>(kc.n_blocks * kc.block_size * kv_dim_);
-  for (DevLayer& D : layers_) {
-    LL3_RETURN_IF_ERROR(mem_.device(&D.k, kv_elems, "the KV cache"));
-    LL3_RETURN_IF_ERROR(mem_.device(&D.v, kv_elems, "the KV cache"));
+  for (int64_t l = first_; l < c_.n_layers; ++l) {
+    LL3_RETURN_IF_ERROR(mem_.device(&layers_[l].k, kv_elems, "the KV cache"));
+    LL3_RETURN_IF_ERROR(mem_.device(&layers_[l].v, kv_elems, "the KV cache"));
   }
   synced_.assign(static_cast<size_t>(kc.n_blocks), ~uint64_t{0});  // nothing synced yet
 
@@ -213,13 +271,13 @@ Status CudaRunner::init(const GpuRunnerOptions& o) {
   LL3_RETURN_IF_ERROR(mem_.device(&proj_, T * c_.dim, "activations"));
   LL3_RETURN_IF_ERROR(mem_.device(&gate_, T * c_.ffn_dim, "activations"));
   LL3_RETURN_IF_ERROR(mem_.device(&up_, T * c_.ffn_dim, "activations"));
-  LL3_RETURN_IF_ERROR(mem_.device(&logits_, T * c_.n_vocab, "logits"));
-  const size_t kv_new = static_cast<size_t>(2 * c_.n_layers * T * kv_dim_);
+  if (placement_.output) LL3_RETURN_IF_ERROR(mem_.device(&logits_, T * c_.n_vocab, "logits"));
+  const size_t kv_new = static_cast<size_t>(2 * n_local_ * T * kv_dim_);
   LL3_RETURN_IF_ERROR(mem_.device(&kv_new_, kv_new, "new KV rows"));
   const size_t meta = static_cast<size_t>(5 * T + T * table_cap_);
   LL3_RETURN_IF_ERROR(mem_.device(&meta_, meta, "step metadata"));
-  LL3_RETURN_IF_ERROR(mem_.pinned(&h_x_, T * c_.dim, "embeddings"));
-  LL3_RETURN_IF_ERROR(mem_.pinned(&h_logits_, T * c_.n_vocab, "logits"));
+  LL3_RETURN_IF_ERROR(mem_.pinned(&h_x_, T * c_.dim, "the residual stream"));
+  if (placement_.output) LL3_RETURN_IF_ERROR(mem_.pinned(&h_logits_, T * c_.n_vocab, "logits"));
   LL3_RETURN_IF_ERROR(mem_.pinned(&h_hidden_, T * c_.dim, "hidden rows"));
   LL3_RETURN_IF_ERROR(mem_.pinned(&h_kv_new_, kv_new, "new KV rows"));
   LL3_RETURN_IF_ERROR(mem_.pinned(&h_meta_, meta, "step metadata"));
@@ -227,9 +285,33 @@ Status CudaRunner::init(const GpuRunnerOptions& o) {
   LL3_RETURN_IF_ERROR(cuda_check(cudaStreamSynchronize(stream_), "upload"));
 
   const CudaDeviceInfo& d = devs[static_cast<size_t>(o.device)];
-  where_ = "cuda:" + std::to_string(o.device) + " " + d.name + ", " + std::to_string(c_.n_layers) + " of " +
+  where_ = "cuda:" + std::to_string(o.device) + " " + d.name + ", " + std::to_string(n_local_) + " of " +
            std::to_string(c_.n_layers) + " layers";
+  if (first_ > 0 || !placement_.output) {
+    where_ += strprintf(" (%lld-%lld; the CPU runs %s%s), %s of device memory", static_cast<long long>(first_),
+                        static_cast<long long>(c_.n_layers - 1),
+                        first_ > 0 ? strprintf("layers 0-%lld", static_cast<long long>(first_ - 1)).c_str() : "",
+                        placement_.output ? "" : (first_ > 0 ? " and the output layer" : "the output layer"),
+                        gib(placement_.bytes).c_str());
+  }
   return Status();
+}
+
+// What each part takes on the device (GpuNeeds): the sizes init() allocates below.
+GpuNeeds CudaRunner::needs(int64_t T) const {
+  const KvCacheConfig& kc = kv_.config();
+  GpuNeeds n;
+  const int64_t kv_layer = 2 * allocated(kc.n_blocks * kc.block_size * kv_dim_ * 2);  // K and V mirror, F16
+  const int64_t kv_new_layer = 2 * T * kv_dim_ * 2;  // a share of one buffer
+  for (const LlamaLayer& L : m_.layers) {
+    int64_t b = 2 * allocated(c_.dim * 4) + kv_layer + kv_new_layer;
+    for (const WeightMatrix* W : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) b += device_bytes(*W);
+    n.layer_bytes.push_back(b);
+  }
+  n.output_bytes = device_bytes(m_.output) + allocated(c_.dim * 4) + allocated(T * c_.n_vocab * 4);
+  n.fixed_bytes = T * (3 * c_.dim + 2 * q_dim_ + 2 * kv_dim_ + 2 * c_.ffn_dim) * 4 +
+                  (5 * T + T * table_cap_) * 4 + static_cast<int64_t>(m_.rope_factors.size()) * 4;
+  return n;
 }
 
 Status CudaRunner::upload_norm(const std::vector<float>& w, float** d) {
@@ -240,9 +322,8 @@ Status CudaRunner::upload_norm(const std::vector<float>& w, float** d) {
 Status CudaRunner::upload_matrix(const WeightMatrix& W, DevMatrix* d) {
   d->rows = W.rows;
   d->cols = W.cols;
-  const bool as_stored = cuda::matmul_mma_supported(W.type, W.cols) ||
-                         (cuda::gemv_supported(W.type) && W.cols % 32 == 0 && (W.type != DType::Q4_K || W.cols % 256 == 0));
-  d->type = as_stored ? W.type : DType::F16;
+  d->type = device_type(W);
+  const bool as_stored = d->type == W.type;
   if (!as_stored) converted_.insert(std::string(dtype_name(W.type)));
   d->mma = cuda::matmul_mma_supported(d->type, W.cols);
   const bool split = d->mma && d->type == DType::Q8_0;  // levels, then all the rows' scales
@@ -292,7 +373,7 @@ Status CudaRunner::sync_blocks(const BatchPlan& plan) {
     for (int64_t i = 0; i < used; ++i) {
       const int32_t b = s.block_table[static_cast<size_t>(i)];
       if (synced_[static_cast<size_t>(b)] == kv.version(b)) continue;
-      for (int64_t l = 0; l < c_.n_layers; ++l) {
+      for (int64_t l = first_; l < c_.n_layers; ++l) {
         const size_t off = static_cast<size_t>(b) * bs * kv_dim_;
         LL3_RETURN_IF_ERROR(cuda_check(cudaMemcpyAsync(layers_[l].k + off, kv.k_row(l, b, 0), block_bytes,
                                                        cudaMemcpyHostToDevice, stream_),
@@ -329,7 +410,7 @@ Status CudaRunner::layer(int64_t l, int64_t T, int64_t width) {
   const int32_t* tables = meta_ + 4 * T;
 
   // Attention block: x += Wo . attention(RoPE(Wq xb), RoPE(Wk xb), Wv xb), xb = rmsnorm(x).
-  if (l == 0) {
+  if (l == first_) {
     LL3_RETURN_IF_ERROR(cuda::rmsnorm(x_, D.attn_norm, xb_, T, dim, eps, stream_));
   } else {
     LL3_RETURN_IF_ERROR(cuda::add_rmsnorm(x_, proj_, D.attn_norm, xb_, T, dim, eps, stream_));
@@ -344,8 +425,8 @@ Status CudaRunner::layer(int64_t l, int64_t T, int64_t width) {
                                  rope_factors_, c_.rope_half_pairs, stream_));
   LL3_RETURN_IF_ERROR(cuda::kv_store(k_, v_, slots, T, kv_dim_, D.k, D.v, stream_));
   // The same F16 rows, compact, for the host cache (the same rounding as kv_store's).
-  uint16_t* k_new = kv_new_ + static_cast<size_t>(l * T * kv_dim_);
-  uint16_t* v_new = kv_new_ + static_cast<size_t>((c_.n_layers + l) * T * kv_dim_);
+  uint16_t* k_new = kv_new_ + static_cast<size_t>((l - first_) * T * kv_dim_);
+  uint16_t* v_new = kv_new_ + static_cast<size_t>((n_local_ + l - first_) * T * kv_dim_);
   LL3_RETURN_IF_ERROR(cuda::to_half(k_, k_new, T * kv_dim_, false, stream_));
   LL3_RETURN_IF_ERROR(cuda::to_half(v_, v_new, T * kv_dim_, false, stream_));
   cuda::PagedKv kv;
@@ -370,16 +451,24 @@ Status CudaRunner::layer(int64_t l, int64_t T, int64_t width) {
   return matmul(D.down, gate_, T, proj_);
 }
 
-Status CudaRunner::forward(const BatchPlan& plan, float* logits, float* hidden) {
-  if (!plan.hidden_rows.empty() && hidden == nullptr) return Status::error("forward: hidden rows asked for without a buffer");
-  Status st = step(plan, logits, hidden);
+Status CudaRunner::forward_part(const BatchPlan& plan, const float* x_in, float* x_out, float* logits, float* hidden) {
+  if (!plan.hidden_rows.empty() && hidden == nullptr && x_out == nullptr) {
+    return Status::error("forward: hidden rows asked for without a buffer");
+  }
+  if ((x_in == nullptr) != (first_ == 0)) {
+    return Status::error("forward_part: the residual stream comes in exactly when the first layer is not layer 0");
+  }
+  if ((x_out == nullptr) != placement_.output) {
+    return Status::error("forward_part: the residual stream goes out exactly when the output layer is not here");
+  }
+  Status st = step(plan, x_in, x_out, logits, hidden);
   // A step that failed part way may have copies in flight from the pinned buffers the next
   // step refills: wait for them.
   if (!st.ok()) cudaStreamSynchronize(stream_);
   return st;
 }
 
-Status CudaRunner::step(const BatchPlan& plan, float* logits, float* hidden) {
+Status CudaRunner::step(const BatchPlan& plan, const float* x_in, float* x_out, float* logits, float* hidden) {
   const KvCacheConfig& kc = kv_.config();
   LL3_RETURN_IF_ERROR(validate_plan(plan, max_tokens_, c_.n_vocab, kc.block_size, kc.n_blocks));
   const int64_t T = static_cast<int64_t>(plan.tokens.size());
@@ -415,10 +504,14 @@ Status CudaRunner::step(const BatchPlan& plan, float* logits, float* hidden) {
   }
   std::copy(plan.logit_rows.begin(), plan.logit_rows.end(), rows);
   std::copy(plan.hidden_rows.begin(), plan.hidden_rows.end(), hidden_rows);
-  // x = embedding(tokens), on the host (a row of any type), then uploaded.
-  for (int64_t t = 0; t < T; ++t) {
-    const WeightMatrix& E = m_.tok_embd;
-    E.traits->to_float(E.row_in(plan.tokens[static_cast<size_t>(t)], row_buf_.data()), h_x_ + t * dim, dim);
+  // x = embedding(tokens), on the host (a row of any type), or the CPU's layers' output; uploaded.
+  if (x_in != nullptr) {
+    std::memcpy(h_x_, x_in, static_cast<size_t>(T * dim) * sizeof(float));
+  } else {
+    for (int64_t t = 0; t < T; ++t) {
+      const WeightMatrix& E = m_.tok_embd;
+      E.traits->to_float(E.row_in(plan.tokens[static_cast<size_t>(t)], row_buf_.data()), h_x_ + t * dim, dim);
+    }
   }
   LL3_RETURN_IF_ERROR(sync_blocks(plan));
   LL3_RETURN_IF_ERROR(cuda_check(cudaMemcpyAsync(x_, h_x_, static_cast<size_t>(T * dim) * sizeof(float),
@@ -428,8 +521,19 @@ Status CudaRunner::step(const BatchPlan& plan, float* logits, float* hidden) {
                                                  cudaMemcpyHostToDevice, stream_),
                                  "upload"));
 
-  for (int64_t l = 0; l < c_.n_layers; ++l) LL3_RETURN_IF_ERROR(layer(l, T, width));
+  for (int64_t l = first_; l < c_.n_layers; ++l) LL3_RETURN_IF_ERROR(layer(l, T, width));
   LL3_RETURN_IF_ERROR(cuda::add(x_, proj_, T * dim, stream_));
+  const size_t kv_new = static_cast<size_t>(2 * n_local_ * T * kv_dim_);
+  if (x_out != nullptr) {  // the output layer is the CPU's: the stream goes back
+    LL3_RETURN_IF_ERROR(cuda_check(cudaMemcpyAsync(h_x_, x_, static_cast<size_t>(T * dim) * sizeof(float),
+                                                   cudaMemcpyDeviceToHost, stream_),
+                                   "download"));
+    LL3_RETURN_IF_ERROR(cuda_check(cudaMemcpyAsync(h_kv_new_, kv_new_, kv_new * sizeof(uint16_t), cudaMemcpyDeviceToHost, stream_),
+                                   "download"));
+    LL3_RETURN_IF_ERROR(cuda_check(cudaStreamSynchronize(stream_), "forward"));
+    std::memcpy(x_out, h_x_, static_cast<size_t>(T * dim) * sizeof(float));
+    return download_kv(plan, T);
+  }
 
   // The final hidden state rmsnorm(x) of the rows embeddings pool, as the logits' rows below.
   if (n_hid > 0) {
@@ -448,7 +552,6 @@ Status CudaRunner::step(const BatchPlan& plan, float* logits, float* hidden) {
                                                    cudaMemcpyDeviceToHost, stream_),
                                    "download"));
   }
-  const size_t kv_new = static_cast<size_t>(2 * c_.n_layers * T * kv_dim_);
   LL3_RETURN_IF_ERROR(cuda_check(cudaMemcpyAsync(h_kv_new_, kv_new_, kv_new * sizeof(uint16_t), cudaMemcpyDeviceToHost, stream_),
                                  "download"));
   LL3_RETURN_IF_ERROR(cuda_check(cudaStreamSynchronize(stream_), "forward"));
@@ -462,9 +565,9 @@ Status CudaRunner::step(const BatchPlan& plan, float* logits, float* hidden) {
 Status CudaRunner::download_kv(const BatchPlan& plan, int64_t T) {
   const int64_t bs = kv_.config().block_size;
   const size_t rb = kv_.row_bytes();
-  for (int64_t l = 0; l < c_.n_layers; ++l) {
-    const uint16_t* k_new = h_kv_new_ + static_cast<size_t>(l * T * kv_dim_);
-    const uint16_t* v_new = h_kv_new_ + static_cast<size_t>((c_.n_layers + l) * T * kv_dim_);
+  for (int64_t l = first_; l < c_.n_layers; ++l) {
+    const uint16_t* k_new = h_kv_new_ + static_cast<size_t>((l - first_) * T * kv_dim_);
+    const uint16_t* v_new = h_kv_new_ + static_cast<size_t>((n_local_ + l - first_) * T * kv_dim_);
     for (const SeqBatch& s : plan.seqs) {
       for (int32_t i = 0; i < s.n_tokens; ++i) {
         const int64_t r = s.token_begin + i, p = static_cast<int64_t>(s.n_past) + i;
@@ -488,11 +591,14 @@ Status CudaRunner::download_kv(const BatchPlan& plan, int64_t T) {
 
 }  // namespace
 
-Result<std::unique_ptr<ModelRunner>> make_cuda_runner(const LlamaModel& model, KvCache& kv, const GpuRunnerOptions& options) {
+Result<GpuPart> make_cuda_runner(const LlamaModel& model, KvCache& kv, const GpuRunnerOptions& options) {
   auto r = std::make_unique<CudaRunner>(model, kv);
   Status st = r->init(options);
   if (!st.ok()) return st;
-  return std::unique_ptr<ModelRunner>(std::move(r));
+  GpuPart part;
+  part.placement = r->placement();
+  part.runner = std::move(r);
+  return part;
 }
 
 }  // namespace ll3

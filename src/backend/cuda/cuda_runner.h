@@ -9,6 +9,7 @@
 #include "core/status.h"
 #include "kv/kv_cache.h"
 #include "model/llama_model.h"
+#include "backend/gpu_placement.h"
 #include "backend/runner.h"
 
 namespace ll3 {
@@ -16,15 +17,27 @@ namespace ll3 {
 struct GpuRunnerOptions {
   int device = 0;
   int64_t max_batch_tokens = 256;
+  // -1: every layer and the output layer, when they fit; N > 0: the last N layers, and the output
+  // layer when it fits beside them (backend/gpu_placement.h).
+  int gpu_layers = -1;
+  int64_t memory_cap = 0;  // bytes of device memory at most; 0: what the device has free
+  bool output_on_cpu = false;  // leave the output layer to the CPU even where it fits (tests, sweeps)
   Logger log;  // notes on weights the kernels do not read as stored
 };
 
-// Every layer on the device: the weights uploaded once (F32, F16, BF16, Q8_0 and Q4_K as
-// stored; other types dequantized to F16, with a note to options.log), a device copy of the paged
-// KV cache (F16, same block ids as `kv`, whose rows the runner keeps up to date so that prefix
-// sharing, copy on write and sessions work unchanged), and all scratch allocated here. An error
-// says why it cannot be made: built without CUDA, no device, a KV type other than F16, a shape
-// the kernels do not take, or too little device memory.
-Result<std::unique_ptr<ModelRunner>> make_cuda_runner(const LlamaModel& model, KvCache& kv, const GpuRunnerOptions& options);
+// The GPU's part of the model and where the rest runs: layers [0, placement.first_layer) and,
+// unless placement.output, the output layer are the CPU's (backend/split_runner.h).
+struct GpuPart {
+  std::unique_ptr<ModelRunner> runner;
+  GpuPlacement placement;
+};
+
+// The placed layers on the device: the weights uploaded once (F32, F16, BF16, Q8_0 and Q4_K as
+// stored; other types dequantized to F16, with a note to options.log), a device copy of those
+// layers' paged KV cache (F16, same block ids as `kv`, whose rows the runner keeps up to date so
+// that prefix sharing, copy on write and sessions work unchanged), and all scratch allocated
+// here. An error says why it cannot be made: built without CUDA, no device, a KV type other than
+// F16, a shape the kernels do not take, or too little device memory (with how many layers fit).
+Result<GpuPart> make_cuda_runner(const LlamaModel& model, KvCache& kv, const GpuRunnerOptions& options);
 
 }  // namespace ll3

@@ -3,7 +3,7 @@
 
 namespace ll3 {
 
-Result<std::unique_ptr<ModelRunner>> make_cuda_runner(const LlamaModel&, KvCache&, const GpuRunnerOptions&) {
+Result<GpuPart> make_cuda_runner(const LlamaModel&, KvCache&, const GpuRunnerOptions&) {
   return Status::error("this ll3 was built without CUDA");
 }
 
