@@ -2,8 +2,9 @@
 // llama3.1-8b shape (32 layers, dim 4096, 32 heads over 8 KV heads, FFN 14336, vocabulary
 // 128256) with random weights, written here for each weight type and deleted after: pp512 (one
 // step of 512 tokens), tg128 (128 steps of one token after it), the weight bytes a decode step
-// streams per second against the card's copy bandwidth, and aggregate decode with 1, 8, 32 and
-// 128 sequences. Then, for the first type, llama-bench's -ngl sweep: pp512 and tg32 with the
+// streams per second against the card's copy and read bandwidths, and aggregate decode with 1, 8,
+// 32 and 128 sequences; for the first type also tg128 and 32-sequence decode with CUDA graphs
+// (GpuRunnerOptions::graphs) against op by op. Then, for the first type, llama-bench's -ngl sweep: pp512 and tg32 with the
 // last N layers on the GPU and the others on the CPU (backend/split_runner.h).
 // scripts/gpu-check.sh prints its tables.
 //
@@ -26,6 +27,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_runner.h"
 #include "backend/split_runner.h"
+#include "kernels/cuda/cuda_ops.h"
 #include "core/thread_pool.h"
 #include "io/gguf_writer.h"
 #include "kv/kv_cache.h"
@@ -181,6 +183,50 @@ void ngl_sweep(const LlamaModel& m, KvCache& kv, const std::string& name, const 
   }
 }
 
+// Bytes read per second by cuda::read_probe over 2 GiB, best of five passes.
+double read_bandwidth() {
+  const size_t bytes = size_t{2} << 30;
+  void *a = nullptr, *o = nullptr;
+  constexpr int kBlocks = 132 * 16;
+  if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&o, kBlocks * sizeof(uint32_t)) != cudaSuccess) return 0;
+  auto* out = static_cast<uint32_t*>(o);
+  cudaMemset(a, 1, bytes);
+  cudaMemset(out, 0, kBlocks * sizeof(uint32_t));
+  double best = 1e30;
+  for (int i = 0; i < 6; ++i) {
+    cudaDeviceSynchronize();
+    const double t0 = now();
+    if (!cuda::read_probe(a, bytes, out, kBlocks, nullptr).ok()) break;
+    cudaDeviceSynchronize();
+    if (i > 0) best = std::min(best, now() - t0);
+  }
+  cudaFree(a);
+  cudaFree(out);
+  return best < 1e30 ? bytes / best / 1e9 : 0;
+}
+
+// tg128 and 32-sequence decode of `m` with CUDA graphs, one line beside the op-by-op figures.
+void with_graphs(const LlamaModel& m, KvCache& kv, const std::string& name, double tg_plain, double agg32_plain) {
+  GpuRunnerOptions go;
+  go.max_batch_tokens = 512;
+  go.graphs = true;
+  Result<GpuPart> part = make_cuda_runner(m, kv, go);
+  if (!part.ok()) {
+    std::printf("\nCUDA graphs, %s: %s\n", name.c_str(), part.message().c_str());
+    return;
+  }
+  Stepper s(*part.value().runner);
+  s.step(0, 1, 512, 0);
+  double tg = 0;
+  for (int i = 0; i < 128; ++i) tg += s.step(0, 1, 1, 512 + i);
+  for (int first = 0; first < 32; first += 32) s.step(first, 32, 16, 0);
+  double t32 = 0;
+  for (int i = 0; i < 16; ++i) t32 += s.step(0, 32, 1, 16 + i);
+  std::printf("\nCUDA graphs (LL3_CUDA_GRAPHS=1), %s: tg128 %.1f t/s (op by op %.1f), 32 sequences %.0f t/s (op by op %.0f)\n",
+              name.c_str(), 128 / tg, tg_plain, 32 * 16 / t32, agg32_plain);
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -193,11 +239,13 @@ int main(int argc, char** argv) {
     std::printf("ll3-cuda-runner-bench: no CUDA device (%s)\n", why.c_str());
     return 1;
   }
-  const double copy = copy_bandwidth();
+  const double copy = copy_bandwidth(), read = read_bandwidth();
   // Each row as soon as it is measured, so that a run cut short still reports what it did.
-  std::printf("\nllama3.1-8b shape, random weights, %s; copy bandwidth %.0f GB/s (read + write)\n\n", devs[0].name.c_str(), copy);
-  std::printf("| weights | pp512 t/s | tg128 t/s | decode GB/s | %% of copy | 1 seq t/s | 8 | 32 | 128 | 128 / 1 | write / upload |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("\nllama3.1-8b shape, random weights, %s; copy bandwidth %.0f GB/s (read + write), read %.0f GB/s\n\n",
+              devs[0].name.c_str(), copy, read);
+  std::printf("| weights | pp512 t/s | tg128 t/s | decode GB/s | %% of copy | %% of read | 1 seq t/s | 8 | 32 | 128 | 128 / 1 | "
+              "write / upload |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::fflush(stdout);
   std::stringstream types(list);
   for (std::string name; std::getline(types, name, ',');) {
@@ -255,8 +303,8 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 128; ++i) tg += s.step(0, 1, 1, 512 + i);
     const double gbs = static_cast<double>((*m)->bytes_per_token()) * 128 / tg / 1e9;
     char row[512];
-    int len = std::snprintf(row, sizeof row, "| %s | %.0f | %.1f | %.0f | %.0f%% |", name.c_str(), 512 / pp[1], 128 / tg, gbs,
-                            copy > 0 ? 100 * gbs / copy : 0.0);
+    int len = std::snprintf(row, sizeof row, "| %s | %.0f | %.1f | %.0f | %.0f%% | %.0f%% |", name.c_str(), 512 / pp[1],
+                            128 / tg, gbs, copy > 0 ? 100 * gbs / copy : 0.0, read > 0 ? 100 * gbs / read : 0.0);
     double agg[4] = {0, 0, 0, 0};
     const int counts[4] = {1, 8, 32, 128};
     for (int k = 0; k < 4; ++k) {
@@ -271,8 +319,11 @@ int main(int argc, char** argv) {
     std::printf("%s\n", row);
     std::fflush(stdout);
     std::fprintf(stderr, "ll3-cuda-runner-bench: %s done (%s)\n", name.c_str(), r->where().c_str());
-    r.reset();  // its device memory, before the sweep's
-    if (name == list.substr(0, list.find(',')) && !sweep.empty()) ngl_sweep(**m, **kv, name, sweep);
+    r.reset();  // its device memory, before the next runner's
+    if (name == list.substr(0, list.find(','))) {
+      with_graphs(**m, **kv, name, 128 / tg, agg[2]);
+      if (!sweep.empty()) ngl_sweep(**m, **kv, name, sweep);
+    }
     std::filesystem::remove(path);
   }
   return 0;

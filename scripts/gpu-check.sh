@@ -73,23 +73,27 @@ model=$deps/models/small-llama32-mixed.gguf
 if [ -x "$bin/ll3" ] && [ -f "$model" ]; then
   # Greedy text of the P3 prompt on the GPU and on the CPU with float activations (the GPU's
   # arithmetic is float: F16 weights for the types it has no kernel for, F32 accumulation).
-  # And split: the first layer on the CPU, the others on the GPU (-ngl 1 below the count).
-  for where in gpu cpu split; do
+  # And split: the first layer on the CPU, the others on the GPU (-ngl 1 below the count); and
+  # the GPU with CUDA graphs, whose text must be the GPU's byte for byte.
+  for where in gpu cpu split graphs; do
     flags=(-ngl -1)
     [ $where = cpu ] && flags=(-ngl 0 --float-act)
     [ $where = split ] && flags=(-ngl "$(($("$bin/ll3" run -m "$model" -p x -n 1 -ngl 0 2>&1 |
       sed -n 's/.*: \([0-9]*\) layers.*/\1/p' | head -1) - 1))" --float-act)
-    stage "run-$where" 60 "$bin/ll3" run -m "$model" -f $deps/models/P3.txt --temp 0 -n 48 --ignore-eos "${flags[@]}"
+    LL3_CUDA_GRAPHS=$([ $where = graphs ] && echo 1 || echo 0) \
+      stage "run-$where" 60 "$bin/ll3" run -m "$model" -f $deps/models/P3.txt --temp 0 -n 48 --ignore-eos "${flags[@]}"
   done
-  grep -E "^ll3: (running|prompt|loaded)" "$logs/run-gpu.log" "$logs/run-split.log"
-  python3 - "$logs/run-cpu.log" "$logs/run-gpu.log" "$logs/run-split.log" << 'EOF'
+  grep -E "^ll3: (running|prompt|loaded)|CUDA graph" "$logs/run-gpu.log" "$logs/run-split.log" "$logs/run-graphs.log"
+  python3 - "$logs/run-cpu.log" "$logs/run-gpu.log" "$logs/run-split.log" "$logs/run-graphs.log" << 'EOF'
 import sys
-body = lambda s: b''.join(l for l in s.splitlines(True) if not l.startswith(b'll3:'))
-cpu = body(open(sys.argv[1], 'rb').read())
-for name, f in (('GPU', sys.argv[2]), ('GPU + CPU split', sys.argv[3])):
-    a = body(open(f, 'rb').read())
-    n = next((i for i, (x, y) in enumerate(zip(a, cpu)) if x != y), min(len(a), len(cpu)))
-    print(f"run: {name} and CPU (float activations) greedy text agree on {n} of {len(cpu)} bytes")
+body = lambda f: b''.join(l for l in open(f, 'rb').read().splitlines(True) if not l.startswith(b'll3:'))
+def agree(a, b):
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+cpu, gpu, split, graphs = (body(f) for f in sys.argv[1:5])
+for name, a in (('GPU', gpu), ('GPU + CPU split', split)):
+    print(f"run: {name} and CPU (float activations) greedy text agree on {agree(a, cpu)} of {len(cpu)} bytes")
+print(f"run: GPU with CUDA graphs and without agree on {agree(graphs, gpu)} of {len(gpu)} bytes"
+      + ("" if graphs == gpu else "  <-- MISMATCH"))
 EOF
   port=18089
   "$bin/ll3" serve -m "$model" --port $port --max-seqs 64 > "$logs/serve.log" 2>&1 &

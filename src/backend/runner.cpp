@@ -1,5 +1,7 @@
 #include "backend/runner.h"
 
+#include <cstdlib>
+
 #include "backend/backend.h"
 #include "backend/cpu/cpu_runner.h"
 #include "backend/cuda/cuda_runner.h"
@@ -62,6 +64,8 @@ Result<std::unique_ptr<ModelRunner>> make_runner(const LlamaModel& model, KvCach
     go.max_batch_tokens = o.max_batch_tokens;
     go.gpu_layers = o.gpu_layers;
     go.memory_cap = o.gpu_memory;
+    const char* graphs = std::getenv("LL3_CUDA_GRAPHS");
+    go.graphs = graphs != nullptr && std::string(graphs) == "1";
     go.log = o.log;
     Result<GpuPart> g = make_cuda_runner(model, kv, go);
     if (g.ok()) {

@@ -365,5 +365,23 @@ TEST(CudaOps, ArgmaxTiesToTheLowerId) {
   EXPECT_EQ(got[3], std::max_element(l.begin() + 3 * V, l.end()) - (l.begin() + 3 * V));
 }
 
+// The read probe folds every word it reads: the XOR of its blocks' words is the XOR of the
+// buffer's, so a load it skipped or doubled shows.
+TEST(CudaOps, ReadProbeReadsEveryWordOnce) {
+  REQUIRE_GPU();
+  std::mt19937 rng(21);
+  std::vector<uint32_t> words(3 * 1024 * 1024 + 4);  // not a multiple of the grid's stride
+  for (uint32_t& w : words) w = rng();
+  uint32_t want = 0;
+  for (uint32_t w : words) want ^= w;
+  Dev<uint32_t> buf(words);
+  Dev<uint32_t> out(std::vector<uint32_t>(64, 0));
+  ASSERT_TRUE(cuda::read_probe(buf.p, words.size() * 4, out.p, 64, nullptr).ok());
+  uint32_t got = 0;
+  for (uint32_t w : out.get()) got ^= w;
+  EXPECT_EQ(got, want);
+  EXPECT_FALSE(cuda::read_probe(buf.p, 10, out.p, 64, nullptr).ok()) << "not a multiple of 16 bytes";
+}
+
 }  // namespace
 }  // namespace ll3

@@ -253,6 +253,36 @@ TEST(CudaRunner, FollowsHostChangesOfTheCache) {
   EXPECT_EQ(0, std::memcmp(original.data(), copy.data(), kVocab * sizeof(float)));
 }
 
+// CUDA graphs (GpuRunnerOptions::graphs): steps replayed from a graph give the bits of the same
+// steps launched op by op: a bucket's first use (op by op), its capture, its replays, and steps
+// padded to their bucket (3 rows in bucket 4, 5 in 8).
+TEST(CudaRunner, GraphsGiveTheBitsOfOpByOpSteps) {
+  REQUIRE_GPU();
+  for (DType type : {DType::Q4_K, DType::F16, DType::F32}) {
+    SCOPED_TRACE(dtype_name(type));
+    Result<std::unique_ptr<LlamaModel>> m = LlamaModel::load(write_model(type));
+    ASSERT_TRUE(m.ok()) << m.message();
+    std::unique_ptr<KvCache> kv_plain = make_kv(), kv_graph = make_kv();
+    GpuRunnerOptions o;
+    o.max_batch_tokens = 64;
+    Result<GpuPart> plain = make_cuda_runner(**m, *kv_plain, o);
+    o.graphs = true;
+    Result<GpuPart> graph = make_cuda_runner(**m, *kv_graph, o);
+    ASSERT_TRUE(plain.ok() && graph.ok()) << plain.message() << graph.message();
+    ModelRunner& a = *plain.value().runner;
+    ModelRunner& b = *graph.value().runner;
+    const std::vector<int32_t> t0 = {0, 1}, t1 = {2, 3};
+    auto same = [&](const std::vector<int32_t>& tokens, int32_t n_past, const std::vector<int32_t>& table) {
+      const std::vector<float> x = step(a, tokens, n_past, table), y = step(b, tokens, n_past, table);
+      return std::memcmp(x.data(), y.data(), kVocab * sizeof(float)) == 0;
+    };
+    EXPECT_TRUE(same(random_tokens(5, 7), 0, t0)) << "5 rows in bucket 8";
+    EXPECT_TRUE(same(random_tokens(3, 8), 0, t1)) << "3 rows in bucket 4";
+    for (int32_t i = 0; i < 4; ++i) EXPECT_TRUE(same({static_cast<int32_t>(11 + i)}, 5 + i, t0)) << "decode " << i;
+    for (int32_t i = 0; i < 3; ++i) EXPECT_TRUE(same(random_tokens(3, 20 + i), 3 + 3 * i, t1)) << "3 rows, use " << i;
+  }
+}
+
 // -ngl 1 of 2: layer 0 on the CPU, layer 1 on the GPU, the output layer on either side. Against
 // the CPU alone (float activations on both), and a batch of sequences equal to each alone, bit
 // for bit (both parts are batch-invariant); the host cache holds both parts' K / V rows.

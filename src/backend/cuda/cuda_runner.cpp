@@ -18,6 +18,10 @@
 // [first_, n_layers) and maybe the output layer: its step starts from the residual stream the
 // CPU computed (forward_part's x_in) and, without the output layer, hands the stream back.
 //
+// With LL3_CUDA_GRAPHS=1 (GpuRunnerOptions::graphs) a step of up to 64 rows replays a CUDA graph
+// of its layers, captured once per bucket of rows (backend/graph_buckets.h) on the bucket's
+// second use; the bucket's extra rows write a scratch KV block past the engine's.
+//
 // The KV cache lives twice: the engine's host KvCache stays the one of record (prefix sharing,
 // copy on write and session files read and write it), and the device holds a mirror. Before a
 // step, blocks the host changed since the device last saw them (KvCache::version) are uploaded;
@@ -35,6 +39,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_runner.h"
+#include "backend/graph_buckets.h"
 #include "core/half.h"
 #include "kernels/cuda/cuda_ops.h"
 
@@ -125,6 +130,9 @@ class CudaRunner final : public ModelRunner {
  public:
   CudaRunner(const LlamaModel& m, KvCache& kv) : m_(m), c_(m.config), kv_(kv) {}
   ~CudaRunner() override {
+    for (Graph& g : graphs_by_bucket_) {
+      if (g.exec != nullptr) cudaGraphExecDestroy(g.exec);
+    }
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
@@ -145,6 +153,8 @@ class CudaRunner final : public ModelRunner {
   GpuNeeds needs(int64_t T) const;
   Status step(const BatchPlan& plan, const float* x_in, float* x_out, float* logits, float* hidden);
   Status layer(int64_t l, int64_t T, int64_t width);
+  Status layers(int64_t T, int64_t width);
+  Status layers_by_graph(int64_t bucket);
   Status download_kv(const BatchPlan& plan, int64_t T);
 
   const LlamaModel& m_;
@@ -156,6 +166,13 @@ class CudaRunner final : public ModelRunner {
   int64_t max_tokens_ = 0, q_dim_ = 0, kv_dim_ = 0, table_cap_ = 0;
   std::set<std::string> converted_;  // weight types dequantized to F16 at load
   GpuPlacement placement_;
+  Logger log_;
+  bool graphs_ = false;  // GpuRunnerOptions::graphs
+  struct Graph {
+    cudaGraphExec_t exec = nullptr;
+    int uses = 0;
+  };
+  Graph graphs_by_bucket_[std::size(kGraphBuckets)];
   int64_t first_ = 0;      // the first layer on the device
   int64_t n_local_ = 0;    // layers on the device: n_layers - first_
 
@@ -229,6 +246,8 @@ Status CudaRunner::init(const GpuRunnerOptions& o) {
   }
   first_ = placement_.first_layer;
   n_local_ = c_.n_layers - first_;
+  graphs_ = o.graphs;
+  log_ = o.log;
 
   // Weights.
   layers_.resize(static_cast<size_t>(c_.n_layers));
@@ -253,8 +272,8 @@ Status CudaRunner::init(const GpuRunnerOptions& o) {
     o.log.warn("the CUDA kernels do not read " + types + " weights yet: dequantized to F16 on the device");
   }
 
-  // The KV mirror, every block of the device's layers.
-  const size_t kv_elems = static_cast<size_t>(kc.n_blocks * kc.block_size * kv_dim_);
+  // The KV mirror, every block of the device's layers, and block n_blocks for a graph's padding rows.
+  const size_t kv_elems = static_cast<size_t>((kc.n_blocks + 1) * kc.block_size * kv_dim_);
   for (int64_t l = first_; l < c_.n_layers; ++l) {
     LL3_RETURN_IF_ERROR(mem_.device(&layers_[l].k, kv_elems, "the KV cache"));
     LL3_RETURN_IF_ERROR(mem_.device(&layers_[l].v, kv_elems, "the KV cache"));
@@ -301,7 +320,7 @@ Status CudaRunner::init(const GpuRunnerOptions& o) {
 GpuNeeds CudaRunner::needs(int64_t T) const {
   const KvCacheConfig& kc = kv_.config();
   GpuNeeds n;
-  const int64_t kv_layer = 2 * allocated(kc.n_blocks * kc.block_size * kv_dim_ * 2);  // K and V mirror, F16
+  const int64_t kv_layer = 2 * allocated((kc.n_blocks + 1) * kc.block_size * kv_dim_ * 2);  // K and V mirror, F16
   const int64_t kv_new_layer = 2 * T * kv_dim_ * 2;  // a share of one buffer
   for (const LlamaLayer& L : m_.layers) {
     int64_t b = 2 * allocated(c_.dim * 4) + kv_layer + kv_new_layer;
@@ -451,6 +470,39 @@ Status CudaRunner::layer(int64_t l, int64_t T, int64_t width) {
   return matmul(D.down, gate_, T, proj_);
 }
 
+// The device's layers over the step's T rows, and the last residual add.
+Status CudaRunner::layers(int64_t T, int64_t width) {
+  for (int64_t l = first_; l < c_.n_layers; ++l) LL3_RETURN_IF_ERROR(layer(l, T, width));
+  return cuda::add(x_, proj_, T * c_.dim, stream_);
+}
+
+// The same as one graph launch. A bucket's first step runs op by op (the kernels' first launches
+// set their attributes outside any capture); its second is captured, then replayed from then on.
+// A capture that fails turns graphs off for the runner, saying why, and the step runs op by op.
+Status CudaRunner::layers_by_graph(int64_t bucket) {
+  Graph& g = graphs_by_bucket_[graph_bucket_index(bucket)];
+  if (g.exec == nullptr && g.uses++ == 0) return layers(bucket, table_cap_);
+  if (g.exec == nullptr) {
+    LL3_RETURN_IF_ERROR(cuda_check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "graph capture"));
+    const Status st = layers(bucket, table_cap_);
+    cudaGraph_t graph = nullptr;
+    const Status end = cuda_check(cudaStreamEndCapture(stream_, &graph), "graph capture");
+    size_t nodes = 0;
+    Status made = st.ok() ? end : st;
+    if (made.ok()) made = cuda_check(cudaGraphGetNodes(graph, nullptr, &nodes), "graph nodes");
+    if (made.ok()) made = cuda_check(cudaGraphInstantiate(&g.exec, graph, 0), "graph instantiate");
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    if (!made.ok()) {
+      graphs_ = false;
+      log_.warn("CUDA graphs off: " + made.message());
+      return layers(bucket, table_cap_);
+    }
+    log_.info(strprintf("CUDA graph for steps of up to %lld rows: %zu kernels and copies in one launch",
+                        static_cast<long long>(bucket), nodes));
+  }
+  return cuda_check(cudaGraphLaunch(g.exec, stream_), "graph launch");
+}
+
 Status CudaRunner::forward_part(const BatchPlan& plan, const float* x_in, float* x_out, float* logits, float* hidden) {
   if (!plan.hidden_rows.empty() && hidden == nullptr && x_out == nullptr) {
     return Status::error("forward: hidden rows asked for without a buffer");
@@ -483,15 +535,26 @@ Status CudaRunner::step(const BatchPlan& plan, const float* x_in, float* x_out, 
                           static_cast<long long>(width), static_cast<long long>(table_cap_));
   }
 
+  // A graph's step runs its bucket's rows with block tables of the runner's full width.
+  const int64_t bucket = graphs_ ? graph_bucket(T, max_tokens_) : 0;
+  const int64_t Ts = bucket > 0 ? bucket : T;
+  if (bucket > 0) width = table_cap_;
+
   // The step's metadata, laid out as layer() reads it: positions, cache slots, attended
-  // lengths (T each), logit rows (T), then one block table of `width` per batch row, then the
-  // hidden rows (T).
+  // lengths (Ts each), logit rows (Ts), then one block table of `width` per batch row, then the
+  // hidden rows (Ts). Padding rows attend to one position of the scratch block.
   int32_t* pos = h_meta_;
-  int32_t* slots = h_meta_ + T;
-  int32_t* lens = h_meta_ + 2 * T;
-  int32_t* rows = h_meta_ + 3 * T;
-  int32_t* tables = h_meta_ + 4 * T;
-  int32_t* hidden_rows = tables + T * width;
+  int32_t* slots = h_meta_ + Ts;
+  int32_t* lens = h_meta_ + 2 * Ts;
+  int32_t* rows = h_meta_ + 3 * Ts;
+  int32_t* tables = h_meta_ + 4 * Ts;
+  int32_t* hidden_rows = tables + Ts * width;
+  for (int64_t r = T; r < Ts; ++r) {
+    pos[r] = 0;
+    slots[r] = static_cast<int32_t>(kc.n_blocks * bs);
+    lens[r] = 1;
+    std::fill(tables + r * width, tables + (r + 1) * width, static_cast<int32_t>(kc.n_blocks));
+  }
   for (const SeqBatch& s : plan.seqs) {
     for (int32_t i = 0; i < s.n_tokens; ++i) {
       const int64_t r = s.token_begin + i, p = static_cast<int64_t>(s.n_past) + i;
@@ -513,17 +576,17 @@ Status CudaRunner::step(const BatchPlan& plan, const float* x_in, float* x_out, 
       E.traits->to_float(E.row_in(plan.tokens[static_cast<size_t>(t)], row_buf_.data()), h_x_ + t * dim, dim);
     }
   }
+  std::fill(h_x_ + T * dim, h_x_ + Ts * dim, 0.0f);
   LL3_RETURN_IF_ERROR(sync_blocks(plan));
-  LL3_RETURN_IF_ERROR(cuda_check(cudaMemcpyAsync(x_, h_x_, static_cast<size_t>(T * dim) * sizeof(float),
+  LL3_RETURN_IF_ERROR(cuda_check(cudaMemcpyAsync(x_, h_x_, static_cast<size_t>(Ts * dim) * sizeof(float),
                                                  cudaMemcpyHostToDevice, stream_),
                                  "upload"));
-  LL3_RETURN_IF_ERROR(cuda_check(cudaMemcpyAsync(meta_, h_meta_, static_cast<size_t>(5 * T + T * width) * sizeof(int32_t),
+  LL3_RETURN_IF_ERROR(cuda_check(cudaMemcpyAsync(meta_, h_meta_, static_cast<size_t>(5 * Ts + Ts * width) * sizeof(int32_t),
                                                  cudaMemcpyHostToDevice, stream_),
                                  "upload"));
 
-  for (int64_t l = first_; l < c_.n_layers; ++l) LL3_RETURN_IF_ERROR(layer(l, T, width));
-  LL3_RETURN_IF_ERROR(cuda::add(x_, proj_, T * dim, stream_));
-  const size_t kv_new = static_cast<size_t>(2 * n_local_ * T * kv_dim_);
+  LL3_RETURN_IF_ERROR(bucket > 0 ? layers_by_graph(bucket) : layers(T, width));
+  const size_t kv_new = static_cast<size_t>(2 * n_local_ * Ts * kv_dim_);
   if (x_out != nullptr) {  // the output layer is the CPU's: the stream goes back
     LL3_RETURN_IF_ERROR(cuda_check(cudaMemcpyAsync(h_x_, x_, static_cast<size_t>(T * dim) * sizeof(float),
                                                    cudaMemcpyDeviceToHost, stream_),
@@ -532,12 +595,12 @@ Status CudaRunner::step(const BatchPlan& plan, const float* x_in, float* x_out, 
                                    "download"));
     LL3_RETURN_IF_ERROR(cuda_check(cudaStreamSynchronize(stream_), "forward"));
     std::memcpy(x_out, h_x_, static_cast<size_t>(T * dim) * sizeof(float));
-    return download_kv(plan, T);
+    return download_kv(plan, Ts);
   }
 
   // The final hidden state rmsnorm(x) of the rows embeddings pool, as the logits' rows below.
   if (n_hid > 0) {
-    LL3_RETURN_IF_ERROR(cuda::gather_rows(x_, meta_ + 4 * T + T * width, n_hid, dim, xb_, stream_));
+    LL3_RETURN_IF_ERROR(cuda::gather_rows(x_, meta_ + 4 * Ts + Ts * width, n_hid, dim, xb_, stream_));
     LL3_RETURN_IF_ERROR(cuda::rmsnorm(xb_, output_norm_, att_, n_hid, dim, c_.norm_eps, stream_));
     LL3_RETURN_IF_ERROR(cuda_check(cudaMemcpyAsync(h_hidden_, att_, static_cast<size_t>(n_hid * dim) * sizeof(float),
                                                    cudaMemcpyDeviceToHost, stream_),
@@ -545,7 +608,7 @@ Status CudaRunner::step(const BatchPlan& plan, const float* x_in, float* x_out, 
   }
   // logits = W_out . rmsnorm(x), for the rows asked for.
   if (n_out > 0) {
-    LL3_RETURN_IF_ERROR(cuda::gather_rows(x_, meta_ + 3 * T, n_out, dim, xb_, stream_));
+    LL3_RETURN_IF_ERROR(cuda::gather_rows(x_, meta_ + 3 * Ts, n_out, dim, xb_, stream_));
     LL3_RETURN_IF_ERROR(cuda::rmsnorm(xb_, output_norm_, att_, n_out, dim, c_.norm_eps, stream_));
     LL3_RETURN_IF_ERROR(matmul(output_, att_, n_out, logits_));
     LL3_RETURN_IF_ERROR(cuda_check(cudaMemcpyAsync(h_logits_, logits_, static_cast<size_t>(n_out * c_.n_vocab) * sizeof(float),
@@ -557,10 +620,10 @@ Status CudaRunner::step(const BatchPlan& plan, const float* x_in, float* x_out, 
   LL3_RETURN_IF_ERROR(cuda_check(cudaStreamSynchronize(stream_), "forward"));
   std::memcpy(logits, h_logits_, static_cast<size_t>(n_out * c_.n_vocab) * sizeof(float));
   if (n_hid > 0) std::memcpy(hidden, h_hidden_, static_cast<size_t>(n_hid * dim) * sizeof(float));
-  return download_kv(plan, T);
+  return download_kv(plan, Ts);
 }
 
-// The step's K / V rows (in h_kv_new_) into the host cache; the blocks they went to are then
+// The step's K / V rows (in h_kv_new_, T rows a layer of which the plan's come first) into the host cache; the blocks they went to are then
 // in sync (the device wrote the same rows itself).
 Status CudaRunner::download_kv(const BatchPlan& plan, int64_t T) {
   const int64_t bs = kv_.config().block_size;

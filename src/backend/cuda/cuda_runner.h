@@ -22,6 +22,9 @@ struct GpuRunnerOptions {
   int gpu_layers = -1;
   int64_t memory_cap = 0;  // bytes of device memory at most; 0: what the device has free
   bool output_on_cpu = false;  // leave the output layer to the CPU even where it fits (tests, sweeps)
+  // Steps of up to 64 rows as CUDA graphs (backend/graph_buckets.h); not yet run on a GPU, so off
+  // unless LL3_CUDA_GRAPHS=1 (make_runner) or set here.
+  bool graphs = false;
   Logger log;  // notes on weights the kernels do not read as stored
 };
 

@@ -89,4 +89,8 @@ Status attention_decode(const float* q, const PagedKv& kv, int n_seqs, int n_hea
 // device, so that only token ids come back.
 Status argmax(const float* logits, int64_t rows, int64_t n_vocab, int32_t* out, cudaStream_t s);
 
+// Reads `bytes` (a multiple of 16) at p once, folding them into out[0 .. blocks) (zeroed by the
+// caller): the device's read bandwidth, which decode is bound by.
+Status read_probe(const void* p, size_t bytes, uint32_t* out, int blocks, cudaStream_t s);
+
 }  // namespace ll3::cuda
