@@ -67,6 +67,7 @@ struct EngineFlags {
   bool amx_bf16 = false;
   int gpu_layers = -1;
   long long gpu_memory = 0;
+  std::string host_weights = "cpu";
   std::string spec;   // --spec: off, ngram or draft
   std::string draft;  // --draft MODEL
   long long spec_max = 8;

@@ -26,6 +26,9 @@ void add_engine_flags(ArgParser& ap, EngineFlags* f, bool serving) {
              "0 none, N the last N (the first ones on the CPU; the output layer on the GPU when it fits)", &f->gpu_layers);
   ap.add_int({"--gpu-memory"}, "BYTES", "device memory the GPU part may take (default: what the device has free)",
              &f->gpu_memory);
+  ap.add_string({"--host-weights"}, "MODE", "the layers whose weights the GPU does not hold: cpu (default; the CPU runs "
+                "them) or pinned (the GPU runs them, reading their weights from pinned host memory over PCIe)",
+                &f->host_weights);
   ap.add_string({"--spec"}, "MODE", "speculative decoding, the same output sooner: ngram (guesses copied from earlier "
                 "in the text: pays on editing, summaries, code), draft (a draft model's guesses, --draft) or off (default)",
                 &f->spec);
@@ -92,6 +95,7 @@ std::string finish_engine_flags(const EngineFlags& f, EngineOptions* o) {
   if (std::string err = finish_spec_flags(f, o); !err.empty()) return err;
   if (f.gpu_layers < -1) return "--gpu-layers must be -1 (all), 0 (none) or a layer count";
   if (f.gpu_memory < 0) return "--gpu-memory must not be negative";
+  if (f.host_weights != "cpu" && f.host_weights != "pinned") return "--host-weights must be cpu or pinned";
   o->threads = f.threads;
   o->ctx = f.ctx;
   o->kv_memory = f.kv_memory;
@@ -103,6 +107,7 @@ std::string finish_engine_flags(const EngineFlags& f, EngineOptions* o) {
   o->amx_prompts = f.amx_bf16;
   o->gpu_layers = f.gpu_layers;
   o->gpu_memory = f.gpu_memory;
+  o->host_weights_pinned = f.host_weights == "pinned";
   o->max_seqs = f.max_seqs;
   o->max_queue = f.max_queue;
   o->batch_wait_ms = f.batch_wait_ms;

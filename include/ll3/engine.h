@@ -103,6 +103,9 @@ struct EngineOptions {
   // Most bytes of device memory the GPU part may take (0: what the device has free); with
   // gpu_layers -1, a model larger than that runs on the CPU and the log says which -ngl fits.
   long long gpu_memory = 0;
+  // Layers whose weights do not fit on the GPU (gpu_layers below the count, or gpu_memory): run
+  // by the CPU (false) or by the GPU reading their weights from pinned host memory (true).
+  bool host_weights_pinned = false;
   // Speculation (see SpecMode). How many tokens to guess adapts per sequence to its acceptance
   // rate and to the step's load, between spec_min_guesses and spec_max_guesses (a minimum
   // guesses whatever the cost: llama.cpp's --draft-min); requests opt out by

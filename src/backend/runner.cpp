@@ -64,6 +64,7 @@ Result<std::unique_ptr<ModelRunner>> make_runner(const LlamaModel& model, KvCach
     go.max_batch_tokens = o.max_batch_tokens;
     go.gpu_layers = o.gpu_layers;
     go.memory_cap = o.gpu_memory;
+    go.host_weights_pinned = o.host_weights_pinned;
     const char* graphs = std::getenv("LL3_CUDA_GRAPHS");
     go.graphs = graphs != nullptr && std::string(graphs) == "1";
     go.log = o.log;

@@ -53,6 +53,9 @@ struct RunnerOptions {
   // the last ones on the GPU (backend/split_runner.h), the output layer where it fits.
   int gpu_layers = -1;
   int64_t gpu_memory = 0;        // most bytes of device memory to use; 0: what the device has free
+  // The layers whose weights do not fit on the device: false, the CPU runs them; true, the GPU
+  // does, reading their weights over PCIe from pinned host memory (--host-weights pinned).
+  bool host_weights_pinned = false;
   int64_t max_batch_tokens = 256;
   bool int8_activations = true;  // CPU: 8-bit activations for quantized weights
   bool amx_prompts = false;      // CPU: AMX bf16 tiles for prompts where present

@@ -199,6 +199,7 @@ Status Engine::Impl::init() {
   RunnerOptions ro;
   ro.gpu_layers = opt.gpu_layers;
   ro.gpu_memory = opt.gpu_memory;
+  ro.host_weights_pinned = opt.host_weights_pinned;
   ro.max_batch_tokens = opt.batch_tokens;
   ro.int8_activations = opt.int8_activations;
   ro.amx_prompts = opt.amx_prompts;

@@ -72,6 +72,31 @@ TEST(Cli, BadSamplingValuesAreUsageErrors) {
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
 }
 
+// The GPU placement flags: bad values are usage errors; a GPU asked for (all, a split, or host
+// weights) where none is usable is an error that says so, never a silent CPU run.
+TEST(Cli, GpuPlacementFlagsAreChecked) {
+  LL3_REQUIRE_SHARED();
+  const std::string base = ll3() + " run -m " + tiny() + " -p hi -n 1 -q ";
+  for (const auto& [flags, message] : std::vector<std::pair<std::string, std::string>>{
+           {"-ngl -2", "--gpu-layers must be -1 (all), 0 (none) or a layer count"},
+           {"--gpu-memory -1", "--gpu-memory must not be negative"},
+           {"--host-weights mapped", "--host-weights must be cpu or pinned"}}) {
+    auto r = run_command(base + flags, true);
+    EXPECT_EQ(r.exit_code, 2) << flags << ": " << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << flags << ": " << r.output;
+  }
+  const std::string backends = run_command(ll3() + " --version").output;
+  if (backends.find("cuda (") != std::string::npos && backends.find("no device") == std::string::npos) {
+    GTEST_SKIP() << "a CUDA device is usable here: the GPU-less errors are not run";
+  }
+  for (const char* flags : {"-ngl 1", "-ngl 1 --host-weights pinned", "-ngl 99 --gpu-memory 1000000"}) {
+    auto r = run_command(base + flags, true);
+    EXPECT_NE(r.exit_code, 0) << flags << ": " << r.output;
+    EXPECT_NE(r.output.find("--gpu-layers"), std::string::npos) << flags << ": " << r.output;
+  }
+  EXPECT_EQ(run_command(base + "-ngl 0 --host-weights pinned", true).exit_code, 0) << "no GPU asked for";
+}
+
 TEST(Cli, WrongFlagNamesItselfAndExits2) {
   auto r = run_command(ll3() + " run --bogus-flag 3", true);
   EXPECT_EQ(r.exit_code, 2);

@@ -344,6 +344,34 @@ TEST(CudaRunner, SplitWithTheCpuMatchesTheCpuAndKeepsBatchInvariance) {
   }
 }
 
+// --host-weights pinned: layer 0 runs on the GPU from pinned host memory, layer 1 from device
+// memory. The same kernels read the same bytes, so the logits are the all-device runner's bits.
+TEST(CudaRunner, PinnedHostWeightsGiveTheBitsOfDeviceWeights) {
+  REQUIRE_GPU();
+  for (DType type : {DType::Q8_0, DType::Q4_K, DType::F16}) {
+    SCOPED_TRACE(dtype_name(type));
+    Result<std::unique_ptr<LlamaModel>> m = LlamaModel::load(write_model(type));
+    ASSERT_TRUE(m.ok()) << m.message();
+    std::unique_ptr<KvCache> kv_dev = make_kv(), kv_host = make_kv();
+    GpuRunnerOptions o;
+    o.max_batch_tokens = 64;
+    Result<GpuPart> dev = make_cuda_runner(**m, *kv_dev, o);
+    o.gpu_layers = 1;
+    o.host_weights_pinned = true;
+    Result<GpuPart> host = make_cuda_runner(**m, *kv_host, o);
+    ASSERT_TRUE(dev.ok() && host.ok()) << dev.message() << host.message();
+    EXPECT_EQ(host.value().placement.first_layer, 0);
+    EXPECT_EQ(host.value().host_weight_layers, 1);
+    EXPECT_NE(host.value().runner->where().find("pinned host memory"), std::string::npos) << host.value().runner->where();
+    const std::vector<int32_t> table = {0, 1, 2};
+    const std::vector<int32_t> prompt = random_tokens(21, 12);
+    const std::vector<float> a = step(*dev.value().runner, prompt, 0, table), b = step(*host.value().runner, prompt, 0, table);
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), kVocab * sizeof(float))) << "prompt";
+    const std::vector<float> c = step(*dev.value().runner, {5}, 21, table), d = step(*host.value().runner, {5}, 21, table);
+    EXPECT_EQ(0, std::memcmp(c.data(), d.data(), kVocab * sizeof(float))) << "decode";
+  }
+}
+
 // Too little device memory for the layers asked for is refused with the sizes; -1 (the
 // default) takes the GPU only whole and says which -ngl fits.
 TEST(CudaRunner, SaysHowManyLayersFit) {

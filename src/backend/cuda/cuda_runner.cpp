@@ -144,13 +144,14 @@ class CudaRunner final : public ModelRunner {
   Status forward_part(const BatchPlan& plan, const float* x_in, float* x_out, float* logits, float* hidden) override;
   std::string where() const override { return where_; }
   const GpuPlacement& placement() const { return placement_; }
+  int64_t host_weight_layers() const { return host_layers_; }
 
  private:
   Status upload_norm(const std::vector<float>& w, float** d);
-  Status upload_matrix(const WeightMatrix& W, DevMatrix* d);
+  Status upload_matrix(const WeightMatrix& W, DevMatrix* d, bool pinned_host);
   Status sync_blocks(const BatchPlan& plan);
   Status matmul(const DevMatrix& M, const float* x, int64_t n, float* y);
-  GpuNeeds needs(int64_t T) const;
+  GpuNeeds needs(int64_t T, bool host_weights) const;
   Status step(const BatchPlan& plan, const float* x_in, float* x_out, float* logits, float* hidden);
   Status layer(int64_t l, int64_t T, int64_t width);
   Status layers(int64_t T, int64_t width);
@@ -174,6 +175,7 @@ class CudaRunner final : public ModelRunner {
   };
   Graph graphs_by_bucket_[std::size(kGraphBuckets)];
   int64_t first_ = 0;      // the first layer on the device
+  int64_t host_layers_ = 0;  // layers [0, this) on the device with their weights in pinned host memory
   int64_t n_local_ = 0;    // layers on the device: n_layers - first_
 
   std::vector<DevLayer> layers_;  // (n_layers), those from first_ on filled
@@ -228,7 +230,9 @@ Status CudaRunner::init(const GpuRunnerOptions& o) {
   constexpr int64_t kReserve = int64_t{512} << 20;
   int64_t budget = std::max<int64_t>(0, static_cast<int64_t>(free_bytes) - kReserve);
   if (o.memory_cap > 0) budget = std::min(budget, o.memory_cap);
-  const GpuNeeds need = needs(T);
+  // With host weights, the layers placed off the device still run on it: only their weights stay
+  // on the host, so every layer's KV mirror is in the fixed part.
+  const GpuNeeds need = needs(T, o.host_weights_pinned);
   Result<GpuPlacement> placed = place_on_gpu(need, budget, o.gpu_layers);
   if (!placed.ok()) return placed.status();
   placement_ = placed.value();
@@ -236,7 +240,10 @@ Status CudaRunner::init(const GpuRunnerOptions& o) {
     placement_.output = false;
     placement_.bytes -= need.output_bytes;
   }
-  if (o.gpu_layers < 0 && (placement_.first_layer > 0 || !placement_.output)) {
+  if (o.host_weights_pinned) {
+    host_layers_ = placement_.first_layer;
+    placement_.first_layer = 0;
+  } else if (o.gpu_layers < 0 && (placement_.first_layer > 0 || !placement_.output)) {
     // The default takes the GPU only whole, the path verified on a GPU; a split is asked for.
     const long long fit = c_.n_layers - placement_.first_layer;
     return Status::errorf("the model needs %s of device memory and %s is available: -ngl %lld fits (the last %lld "
@@ -259,10 +266,10 @@ Status CudaRunner::init(const GpuRunnerOptions& o) {
     const std::pair<const WeightMatrix*, DevMatrix*> mats[] = {{&L.wq, &D.wq},     {&L.wk, &D.wk},     {&L.wv, &D.wv},
                                                                {&L.wo, &D.wo},     {&L.w_gate, &D.gate}, {&L.w_up, &D.up},
                                                                {&L.w_down, &D.down}};
-    for (const auto& [W, d] : mats) LL3_RETURN_IF_ERROR(upload_matrix(*W, d));
+    for (const auto& [W, d] : mats) LL3_RETURN_IF_ERROR(upload_matrix(*W, d, l < host_layers_));
   }
   if (placement_.output) {
-    LL3_RETURN_IF_ERROR(upload_matrix(m_.output, &output_));
+    LL3_RETURN_IF_ERROR(upload_matrix(m_.output, &output_, false));
     LL3_RETURN_IF_ERROR(upload_norm(m_.output_norm, &output_norm_));
   }
   LL3_RETURN_IF_ERROR(upload_norm(m_.rope_factors, &rope_factors_));
@@ -306,6 +313,9 @@ Status CudaRunner::init(const GpuRunnerOptions& o) {
   const CudaDeviceInfo& d = devs[static_cast<size_t>(o.device)];
   where_ = "cuda:" + std::to_string(o.device) + " " + d.name + ", " + std::to_string(n_local_) + " of " +
            std::to_string(c_.n_layers) + " layers";
+  if (host_layers_ > 0) {
+    where_ += strprintf(" (the weights of layers 0-%lld read from pinned host memory)", static_cast<long long>(host_layers_ - 1));
+  }
   if (first_ > 0 || !placement_.output) {
     where_ += strprintf(" (%lld-%lld; the CPU runs %s%s), %s of device memory", static_cast<long long>(first_),
                         static_cast<long long>(c_.n_layers - 1),
@@ -316,20 +326,23 @@ Status CudaRunner::init(const GpuRunnerOptions& o) {
   return Status();
 }
 
-// What each part takes on the device (GpuNeeds): the sizes init() allocates below.
-GpuNeeds CudaRunner::needs(int64_t T) const {
+// What each part takes on the device (GpuNeeds): the sizes init() allocates below. With host
+// weights a layer's bytes are its weights, and its KV and norms count in the fixed part.
+GpuNeeds CudaRunner::needs(int64_t T, bool host_weights) const {
   const KvCacheConfig& kc = kv_.config();
   GpuNeeds n;
   const int64_t kv_layer = 2 * allocated((kc.n_blocks + 1) * kc.block_size * kv_dim_ * 2);  // K and V mirror, F16
   const int64_t kv_new_layer = 2 * T * kv_dim_ * 2;  // a share of one buffer
-  for (const LlamaLayer& L : m_.layers) {
-    int64_t b = 2 * allocated(c_.dim * 4) + kv_layer + kv_new_layer;
-    for (const WeightMatrix* W : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) b += device_bytes(*W);
-    n.layer_bytes.push_back(b);
-  }
-  n.output_bytes = device_bytes(m_.output) + allocated(c_.dim * 4) + allocated(T * c_.n_vocab * 4);
   n.fixed_bytes = T * (3 * c_.dim + 2 * q_dim_ + 2 * kv_dim_ + 2 * c_.ffn_dim) * 4 +
                   (5 * T + T * table_cap_) * 4 + static_cast<int64_t>(m_.rope_factors.size()) * 4;
+  for (const LlamaLayer& L : m_.layers) {
+    const int64_t rest = 2 * allocated(c_.dim * 4) + kv_layer + kv_new_layer;
+    int64_t weights = 0;
+    for (const WeightMatrix* W : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) weights += device_bytes(*W);
+    n.layer_bytes.push_back(host_weights ? weights : weights + rest);
+    if (host_weights) n.fixed_bytes += rest;
+  }
+  n.output_bytes = device_bytes(m_.output) + allocated(c_.dim * 4) + allocated(T * c_.n_vocab * 4);
   return n;
 }
 
@@ -338,7 +351,9 @@ Status CudaRunner::upload_norm(const std::vector<float>& w, float** d) {
   return cuda_check(cudaMemcpy(*d, w.data(), w.size() * sizeof(float), cudaMemcpyHostToDevice), "upload");
 }
 
-Status CudaRunner::upload_matrix(const WeightMatrix& W, DevMatrix* d) {
+// W in the kernels' layout, on the device or (pinned_host) in pinned host memory, which the
+// kernels read over PCIe through its device mapping.
+Status CudaRunner::upload_matrix(const WeightMatrix& W, DevMatrix* d, bool pinned_host) {
   d->rows = W.rows;
   d->cols = W.cols;
   d->type = device_type(W);
@@ -347,9 +362,16 @@ Status CudaRunner::upload_matrix(const WeightMatrix& W, DevMatrix* d) {
   d->mma = cuda::matmul_mma_supported(d->type, W.cols);
   const bool split = d->mma && d->type == DType::Q8_0;  // levels, then all the rows' scales
   const size_t row_bytes = dtype_row_bytes(d->type, W.cols);
-  uint8_t* dev = nullptr;
-  LL3_RETURN_IF_ERROR(mem_.device(&dev, row_bytes * static_cast<size_t>(W.rows), W.name.c_str()));
-  d->w = dev;
+  uint8_t* dev = nullptr;  // where the bytes go: device memory or the pinned host buffer (cudaMemcpyDefault)
+  if (pinned_host) {
+    LL3_RETURN_IF_ERROR(mem_.pinned(&dev, row_bytes * static_cast<size_t>(W.rows), W.name.c_str()));
+    void* mapped = nullptr;
+    LL3_RETURN_IF_ERROR(cuda_check(cudaHostGetDevicePointer(&mapped, dev, 0), "host weights"));
+    d->w = mapped;
+  } else {
+    LL3_RETURN_IF_ERROR(mem_.device(&dev, row_bytes * static_cast<size_t>(W.rows), W.name.c_str()));
+    d->w = dev;
+  }
   // In chunks of whole panels, through host memory: rows unpacked from the decode panels, then
   // dequantized to F16 or (Q8_0) split into levels and scales.
   constexpr int64_t kChunk = 256;
@@ -370,12 +392,12 @@ Status CudaRunner::upload_matrix(const WeightMatrix& W, DevMatrix* d) {
       auto* scales = reinterpret_cast<uint16_t*>(staged.data() + nr * W.cols);
       cuda::q8_0_split(src, nr, W.cols, staged.data(), scales);
       const size_t levels_at = static_cast<size_t>(r0 * W.cols), scales_at = static_cast<size_t>(W.rows * W.cols + r0 * (W.cols / 32) * 2);
-      LL3_RETURN_IF_ERROR(cuda_check(cudaMemcpy(dev + levels_at, staged.data(), static_cast<size_t>(nr * W.cols), cudaMemcpyHostToDevice), "upload"));
-      LL3_RETURN_IF_ERROR(cuda_check(cudaMemcpy(dev + scales_at, scales, static_cast<size_t>(nr * (W.cols / 32) * 2), cudaMemcpyHostToDevice), "upload"));
+      LL3_RETURN_IF_ERROR(cuda_check(cudaMemcpy(dev + levels_at, staged.data(), static_cast<size_t>(nr * W.cols), cudaMemcpyDefault), "upload"));
+      LL3_RETURN_IF_ERROR(cuda_check(cudaMemcpy(dev + scales_at, scales, static_cast<size_t>(nr * (W.cols / 32) * 2), cudaMemcpyDefault), "upload"));
       continue;
     }
     LL3_RETURN_IF_ERROR(cuda_check(
-        cudaMemcpy(dev + static_cast<size_t>(r0) * row_bytes, src, static_cast<size_t>(nr) * row_bytes, cudaMemcpyHostToDevice),
+        cudaMemcpy(dev + static_cast<size_t>(r0) * row_bytes, src, static_cast<size_t>(nr) * row_bytes, cudaMemcpyDefault),
         "upload"));
   }
   return Status();
@@ -660,6 +682,7 @@ Result<GpuPart> make_cuda_runner(const LlamaModel& model, KvCache& kv, const Gpu
   if (!st.ok()) return st;
   GpuPart part;
   part.placement = r->placement();
+  part.host_weight_layers = r->host_weight_layers();
   part.runner = std::move(r);
   return part;
 }

@@ -22,6 +22,10 @@ struct GpuRunnerOptions {
   int gpu_layers = -1;
   int64_t memory_cap = 0;  // bytes of device memory at most; 0: what the device has free
   bool output_on_cpu = false;  // leave the output layer to the CPU even where it fits (tests, sweeps)
+  // The layers placement leaves off the device run on it anyway, their weights in pinned host
+  // memory that the kernels read over PCIe (their KV and norms on the device); not yet run on a
+  // GPU. The placement then says first_layer 0 and counts them in host_weight_layers.
+  bool host_weights_pinned = false;
   // Steps of up to 64 rows as CUDA graphs (backend/graph_buckets.h); not yet run on a GPU, so off
   // unless LL3_CUDA_GRAPHS=1 (make_runner) or set here.
   bool graphs = false;
@@ -31,6 +35,7 @@ struct GpuRunnerOptions {
 // The GPU's part of the model and where the rest runs: layers [0, placement.first_layer) and,
 // unless placement.output, the output layer are the CPU's (backend/split_runner.h).
 struct GpuPart {
+  int64_t host_weight_layers = 0;  // layers [0, this) read their weights from pinned host memory
   std::unique_ptr<ModelRunner> runner;
   GpuPlacement placement;
 };
