@@ -73,27 +73,29 @@ model=$deps/models/small-llama32-mixed.gguf
 if [ -x "$bin/ll3" ] && [ -f "$model" ]; then
   # Greedy text of the P3 prompt on the GPU and on the CPU with float activations (the GPU's
   # arithmetic is float: F16 weights for the types it has no kernel for, F32 accumulation).
-  # And split: the first layer on the CPU, the others on the GPU (-ngl 1 below the count); and
-  # the GPU with CUDA graphs, whose text must be the GPU's byte for byte.
-  for where in gpu cpu split graphs; do
+  # And split: the first layer on the CPU, the others on the GPU (-ngl 1 below the count); the
+  # GPU with CUDA graphs and with the first layer's weights in pinned host memory, whose text
+  # must be the GPU's byte for byte.
+  below=$(($("$bin/ll3" run -m "$model" -p x -n 1 -ngl 0 2>&1 | sed -n 's/.*: \([0-9]*\) layers.*/\1/p' | head -1) - 1))
+  for where in gpu cpu split graphs pinned; do
     flags=(-ngl -1)
     [ $where = cpu ] && flags=(-ngl 0 --float-act)
-    [ $where = split ] && flags=(-ngl "$(($("$bin/ll3" run -m "$model" -p x -n 1 -ngl 0 2>&1 |
-      sed -n 's/.*: \([0-9]*\) layers.*/\1/p' | head -1) - 1))" --float-act)
+    [ $where = split ] && flags=(-ngl "$below" --float-act)
+    [ $where = pinned ] && flags=(-ngl "$below" --host-weights pinned)
     LL3_CUDA_GRAPHS=$([ $where = graphs ] && echo 1 || echo 0) \
       stage "run-$where" 60 "$bin/ll3" run -m "$model" -f $deps/models/P3.txt --temp 0 -n 48 --ignore-eos "${flags[@]}"
   done
-  grep -E "^ll3: (running|prompt|loaded)|CUDA graph" "$logs/run-gpu.log" "$logs/run-split.log" "$logs/run-graphs.log"
-  python3 - "$logs/run-cpu.log" "$logs/run-gpu.log" "$logs/run-split.log" "$logs/run-graphs.log" << 'EOF'
+  grep -E "^ll3: (running|prompt|loaded)|CUDA graph" "$logs"/run-{gpu,split,graphs,pinned}.log
+  python3 - "$logs"/run-{cpu,gpu,split,graphs,pinned}.log << 'EOF'
 import sys
 body = lambda f: b''.join(l for l in open(f, 'rb').read().splitlines(True) if not l.startswith(b'll3:'))
 def agree(a, b):
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-cpu, gpu, split, graphs = (body(f) for f in sys.argv[1:5])
+cpu, gpu, split, graphs, pinned = (body(f) for f in sys.argv[1:6])
 for name, a in (('GPU', gpu), ('GPU + CPU split', split)):
     print(f"run: {name} and CPU (float activations) greedy text agree on {agree(a, cpu)} of {len(cpu)} bytes")
-print(f"run: GPU with CUDA graphs and without agree on {agree(graphs, gpu)} of {len(gpu)} bytes"
-      + ("" if graphs == gpu else "  <-- MISMATCH"))
+for name, a in (('with CUDA graphs', graphs), ('with pinned host weights', pinned)):
+    print(f"run: GPU {name} and plain agree on {agree(a, gpu)} of {len(gpu)} bytes" + ("" if a == gpu else "  <-- MISMATCH"))
 EOF
   port=18089
   "$bin/ll3" serve -m "$model" --port $port --max-seqs 64 > "$logs/serve.log" 2>&1 &
