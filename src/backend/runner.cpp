@@ -67,6 +67,8 @@ Result<std::unique_ptr<ModelRunner>> make_runner(const LlamaModel& model, KvCach
     go.host_weights_pinned = o.host_weights_pinned;
     const char* graphs = std::getenv("LL3_CUDA_GRAPHS");
     go.graphs = graphs != nullptr && std::string(graphs) == "1";
+    const char* split_attention = std::getenv("LL3_CUDA_SPLIT_ATTN");
+    go.split_attention = split_attention != nullptr && std::string(split_attention) == "1";
     go.log = o.log;
     Result<GpuPart> g = make_cuda_runner(model, kv, go);
     if (g.ok()) {

@@ -348,6 +348,57 @@ TEST(CudaOps, PagedDecodeAttentionOverShuffledBlocks) {
   EXPECT_FALSE(cuda::attention_decode(nullptr, bad, 1, 8, 48, 1.0f, nullptr, nullptr).ok());
 }
 
+// Split attention (flash-decoding): sequences of one chunk get the unsplit kernel's bits, longer
+// ones its result within float rounding, and a sequence's output is the same bits alone as
+// beside others (the split depends on its own length only).
+TEST(CudaOps, SplitAttentionMatchesTheWholeAndKeepsBatchInvariance) {
+  REQUIRE_GPU();
+  const int n_heads = 8, n_kv = 2, bs = 16, hd = 128, chunk = 512;
+  const std::vector<int32_t> lens = {1, 37, 512, 513, 3000};
+  const int n = static_cast<int>(lens.size());
+  const int max_blocks = (3000 + bs - 1) / bs, max_chunks = (3000 + chunk - 1) / chunk;
+  const int n_blocks = n * max_blocks;
+  std::vector<int32_t> tables(static_cast<size_t>(n_blocks));
+  std::iota(tables.begin(), tables.end(), 0);
+  std::shuffle(tables.begin(), tables.end(), std::mt19937(4));
+  const size_t cache_elems = static_cast<size_t>(n_blocks) * bs * n_kv * hd;
+  const std::vector<float> kf = randn(cache_elems, 14), vf = randn(cache_elems, 15);
+  std::vector<uint16_t> k(cache_elems), v(cache_elems);
+  for (size_t i = 0; i < cache_elems; ++i) {
+    k[i] = f32_to_f16(kf[i]);
+    v[i] = f32_to_f16(vf[i]);
+  }
+  const std::vector<float> q = randn(static_cast<size_t>(n) * n_heads * hd, 16);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  Dev<uint16_t> dk(k), dv(v);
+  Dev<int32_t> dt(tables), dl(lens);
+  Dev<float> dq(q), whole(static_cast<size_t>(n) * n_heads * hd), split(static_cast<size_t>(n) * n_heads * hd);
+  Dev<float> partials(static_cast<size_t>(n) * n_heads * max_chunks * (hd + 2));
+  const cuda::PagedKv kv{dk.p, dv.p, dt.p, dl.p, max_blocks, bs, n_kv};
+  const cuda::AttentionSplit sp{chunk, max_chunks, partials.p};
+  ASSERT_TRUE(cuda::attention_decode(dq.p, kv, n, n_heads, hd, scale, whole.p, nullptr).ok());
+  ASSERT_TRUE(cuda::attention_decode(dq.p, kv, n, n_heads, hd, scale, split.p, nullptr, sp).ok());
+  const std::vector<float> a = whole.get(), b = split.get();
+  const size_t row = static_cast<size_t>(n_heads) * hd;
+  for (int s = 0; s < n; ++s) {
+    const float* x = &a[s * row];
+    const float* y = &b[s * row];
+    if (lens[s] <= chunk) {
+      EXPECT_EQ(0, std::memcmp(x, y, row * sizeof(float))) << "one chunk: the unsplit bits, length " << lens[s];
+    } else {
+      for (size_t e = 0; e < row; ++e) ASSERT_NEAR(y[e], x[e], 2e-5 * (1 + std::fabs(x[e]))) << "length " << lens[s];
+    }
+  }
+  // The 3000-position sequence alone (its query and table first in the buffers).
+  Dev<float> dq1(std::vector<float>(q.begin() + 4 * row, q.end()));
+  Dev<int32_t> dt1(std::vector<int32_t>(tables.begin() + 4 * max_blocks, tables.end())), dl1(std::vector<int32_t>{3000});
+  Dev<float> alone(row);
+  const cuda::PagedKv kv1{dk.p, dv.p, dt1.p, dl1.p, max_blocks, bs, n_kv};
+  ASSERT_TRUE(cuda::attention_decode(dq1.p, kv1, 1, n_heads, hd, scale, alone.p, nullptr, sp).ok());
+  EXPECT_EQ(0, std::memcmp(alone.get().data(), &b[4 * row], row * sizeof(float))) << "alone equals batched";
+  EXPECT_FALSE(cuda::attention_decode(dq.p, kv, n, n_heads, hd, scale, split.p, nullptr, {chunk, 0, partials.p}).ok());
+}
+
 TEST(CudaOps, ArgmaxTiesToTheLowerId) {
   REQUIRE_GPU();
   const int64_t V = 128256, rows = 4;

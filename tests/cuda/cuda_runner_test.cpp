@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -280,6 +281,35 @@ TEST(CudaRunner, GraphsGiveTheBitsOfOpByOpSteps) {
     EXPECT_TRUE(same(random_tokens(3, 8), 0, t1)) << "3 rows in bucket 4";
     for (int32_t i = 0; i < 4; ++i) EXPECT_TRUE(same({static_cast<int32_t>(11 + i)}, 5 + i, t0)) << "decode " << i;
     for (int32_t i = 0; i < 3; ++i) EXPECT_TRUE(same(random_tokens(3, 20 + i), 3 + 3 * i, t1)) << "3 rows, use " << i;
+  }
+}
+
+// Split attention (GpuRunnerOptions::split_attention) on a 700-token prompt and decode steps
+// past 512 positions: the op-by-op runner's logits within float rounding; its first 512
+// positions attend in one chunk, so a 20-token prompt gives the same bits.
+TEST(CudaRunner, SplitAttentionFollowsTheWholeKernel) {
+  REQUIRE_GPU();
+  Result<std::unique_ptr<LlamaModel>> m = LlamaModel::load(write_model(DType::F16));
+  ASSERT_TRUE(m.ok()) << m.message();
+  std::unique_ptr<KvCache> kv_a = make_kv(), kv_b = make_kv();
+  GpuRunnerOptions o;
+  o.max_batch_tokens = 704;
+  Result<GpuPart> whole = make_cuda_runner(**m, *kv_a, o);
+  o.split_attention = true;
+  Result<GpuPart> split = make_cuda_runner(**m, *kv_b, o);
+  ASSERT_TRUE(whole.ok() && split.ok()) << whole.message() << split.message();
+  ModelRunner& a = *whole.value().runner;
+  ModelRunner& b = *split.value().runner;
+  std::vector<int32_t> table(48);
+  std::iota(table.begin(), table.end(), 0);
+  const std::vector<int32_t> short_table = {50, 51};
+  const std::vector<float> s1 = step(a, random_tokens(20, 30), 0, short_table), s2 = step(b, random_tokens(20, 30), 0, short_table);
+  EXPECT_EQ(0, std::memcmp(s1.data(), s2.data(), kVocab * sizeof(float))) << "one chunk";
+  const std::vector<int32_t> prompt = random_tokens(700, 31);
+  EXPECT_LT(rel_l2(step(b, prompt, 0, table), step(a, prompt, 0, table)), 1e-4) << "700-token prompt";
+  for (int32_t i = 0; i < 3; ++i) {
+    EXPECT_LT(rel_l2(step(b, {static_cast<int32_t>(40 + i)}, 700 + i, table), step(a, {static_cast<int32_t>(40 + i)}, 700 + i, table)),
+              1e-4) << "decode " << i;
   }
 }
 

@@ -151,11 +151,16 @@ class CudaRunner final : public ModelRunner {
   Status upload_matrix(const WeightMatrix& W, DevMatrix* d, bool pinned_host);
   Status sync_blocks(const BatchPlan& plan);
   Status matmul(const DevMatrix& M, const float* x, int64_t n, float* y);
-  GpuNeeds needs(int64_t T, bool host_weights) const;
+  GpuNeeds needs(int64_t T, bool host_weights, bool split_attention) const;
   Status step(const BatchPlan& plan, const float* x_in, float* x_out, float* logits, float* hidden);
   Status layer(int64_t l, int64_t T, int64_t width);
   Status layers(int64_t T, int64_t width);
   Status layers_by_graph(int64_t bucket);
+  // Split attention's chunks for the longest sequence the block tables hold.
+  int64_t attention_chunks() const {
+    return (table_cap_ * kv_.config().block_size + kAttentionChunk - 1) / kAttentionChunk;
+  }
+  static constexpr int kAttentionChunk = 512;
   Status download_kv(const BatchPlan& plan, int64_t T);
 
   const LlamaModel& m_;
@@ -169,6 +174,7 @@ class CudaRunner final : public ModelRunner {
   GpuPlacement placement_;
   Logger log_;
   bool graphs_ = false;  // GpuRunnerOptions::graphs
+  cuda::AttentionSplit split_;  // GpuRunnerOptions::split_attention: chunks of kAttentionChunk positions
   struct Graph {
     cudaGraphExec_t exec = nullptr;
     int uses = 0;
@@ -232,7 +238,7 @@ Status CudaRunner::init(const GpuRunnerOptions& o) {
   if (o.memory_cap > 0) budget = std::min(budget, o.memory_cap);
   // With host weights, the layers placed off the device still run on it: only their weights stay
   // on the host, so every layer's KV mirror is in the fixed part.
-  const GpuNeeds need = needs(T, o.host_weights_pinned);
+  const GpuNeeds need = needs(T, o.host_weights_pinned, o.split_attention);
   Result<GpuPlacement> placed = place_on_gpu(need, budget, o.gpu_layers);
   if (!placed.ok()) return placed.status();
   placement_ = placed.value();
@@ -297,6 +303,12 @@ Status CudaRunner::init(const GpuRunnerOptions& o) {
   LL3_RETURN_IF_ERROR(mem_.device(&proj_, T * c_.dim, "activations"));
   LL3_RETURN_IF_ERROR(mem_.device(&gate_, T * c_.ffn_dim, "activations"));
   LL3_RETURN_IF_ERROR(mem_.device(&up_, T * c_.ffn_dim, "activations"));
+  if (o.split_attention) {
+    split_.chunk = kAttentionChunk;
+    split_.max_chunks = static_cast<int>(attention_chunks());
+    LL3_RETURN_IF_ERROR(mem_.device(&split_.partials, T * c_.n_heads * split_.max_chunks * (c_.head_dim + 2),
+                                    "split attention's partials"));
+  }
   if (placement_.output) LL3_RETURN_IF_ERROR(mem_.device(&logits_, T * c_.n_vocab, "logits"));
   const size_t kv_new = static_cast<size_t>(2 * n_local_ * T * kv_dim_);
   LL3_RETURN_IF_ERROR(mem_.device(&kv_new_, kv_new, "new KV rows"));
@@ -328,13 +340,14 @@ Status CudaRunner::init(const GpuRunnerOptions& o) {
 
 // What each part takes on the device (GpuNeeds): the sizes init() allocates below. With host
 // weights a layer's bytes are its weights, and its KV and norms count in the fixed part.
-GpuNeeds CudaRunner::needs(int64_t T, bool host_weights) const {
+GpuNeeds CudaRunner::needs(int64_t T, bool host_weights, bool split_attention) const {
   const KvCacheConfig& kc = kv_.config();
   GpuNeeds n;
   const int64_t kv_layer = 2 * allocated((kc.n_blocks + 1) * kc.block_size * kv_dim_ * 2);  // K and V mirror, F16
   const int64_t kv_new_layer = 2 * T * kv_dim_ * 2;  // a share of one buffer
   n.fixed_bytes = T * (3 * c_.dim + 2 * q_dim_ + 2 * kv_dim_ + 2 * c_.ffn_dim) * 4 +
                   (5 * T + T * table_cap_) * 4 + static_cast<int64_t>(m_.rope_factors.size()) * 4;
+  if (split_attention) n.fixed_bytes += allocated(T * c_.n_heads * attention_chunks() * (c_.head_dim + 2) * 4);
   for (const LlamaLayer& L : m_.layers) {
     const int64_t rest = 2 * allocated(c_.dim * 4) + kv_layer + kv_new_layer;
     int64_t weights = 0;
@@ -481,7 +494,7 @@ Status CudaRunner::layer(int64_t l, int64_t T, int64_t width) {
   // Every batch row is a query of its own, attending to positions 0 .. its own (causal).
   LL3_RETURN_IF_ERROR(cuda::attention_decode(q_, kv, static_cast<int>(T), static_cast<int>(c_.n_heads),
                                              static_cast<int>(hd), 1.0f / std::sqrt(static_cast<float>(hd)), att_,
-                                             stream_));
+                                             stream_, split_));
   LL3_RETURN_IF_ERROR(matmul(D.wo, att_, T, proj_));
 
   // Feed-forward block: x += W_down . (silu(W_gate xb) * W_up xb), xb = rmsnorm(x).

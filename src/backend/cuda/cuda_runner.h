@@ -29,6 +29,10 @@ struct GpuRunnerOptions {
   // Steps of up to 64 rows as CUDA graphs (backend/graph_buckets.h); not yet run on a GPU, so off
   // unless LL3_CUDA_GRAPHS=1 (make_runner) or set here.
   bool graphs = false;
+  // Attention over sequences longer than 512 positions split into 512-position chunks merged by a
+  // second kernel (flash-decoding; kernels/cuda/attention_decode.cu); not yet run on a GPU, so off
+  // unless LL3_CUDA_SPLIT_ATTN=1 (make_runner) or set here.
+  bool split_attention = false;
   Logger log;  // notes on weights the kernels do not read as stored
 };
 

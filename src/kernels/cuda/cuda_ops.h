@@ -82,8 +82,17 @@ struct PagedKv {
   const int32_t* seq_lens = nullptr;
   int max_blocks = 0, block_size = 16, n_kv_heads = 0;
 };
+// Split-K over positions (flash-decoding) for long sequences: chunks of `chunk` positions (a
+// multiple of 4; 0: no split), each a block of its own, merged by a second kernel through
+// `partials` (n_seqs * n_heads * max_chunks * (head_dim + 2) floats); max_chunks covers the
+// longest sequence. A sequence of one chunk is computed as without a split, bit for bit.
+struct AttentionSplit {
+  int chunk = 0;
+  int max_chunks = 0;
+  float* partials = nullptr;
+};
 Status attention_decode(const float* q, const PagedKv& kv, int n_seqs, int n_heads, int head_dim, float scale,
-                        float* out, cudaStream_t s);
+                        float* out, cudaStream_t s, const AttentionSplit& split = {});
 
 // out[r] = argmax of logits row r (rows, n_vocab), ties to the lower id: greedy sampling on the
 // device, so that only token ids come back.
