@@ -9,7 +9,8 @@
 // scripts/gpu-check.sh prints its tables.
 //
 //   ll3-cuda-runner-bench [DIR] [TYPES] [NGL]   DIR for the model files (default /tmp), TYPES a
-//                                               comma-separated list (default f16,bf16,q8_0,q4_k),
+//                                               comma-separated list (default f16,bf16,q8_0,q4_k;
+//                                               a FILE.gguf of the 8B shape is run as it is, kept),
 //                                               NGL the sweep's layer counts (default 24,16,8)
 #include <cuda_runtime_api.h>
 
@@ -248,18 +249,21 @@ int main(int argc, char** argv) {
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::fflush(stdout);
   std::stringstream types(list);
-  for (std::string name; std::getline(types, name, ',');) {
+  bool first = true;  // the graphs line and the -ngl sweep: for the first model only
+  for (std::string name; std::getline(types, name, ','); first = false) {
+    const bool given = name.size() > 5 && name.compare(name.size() - 5, 5, ".gguf") == 0;  // a file, as it is
     DType type = DType::F16;
     if (name == "bf16") type = DType::BF16;
     else if (name == "q8_0") type = DType::Q8_0;
     else if (name == "q4_k") type = DType::Q4_K;
-    else if (name != "f16") {
+    else if (name != "f16" && !given) {
       std::fprintf(stderr, "ll3-cuda-runner-bench: unknown type %s\n", name.c_str());
       return 2;
     }
-    const std::string path = dir + "/ll3-8b-" + name + ".gguf";
+    const std::string path = given ? name : dir + "/ll3-8b-" + name + ".gguf";
+    if (given) name = std::filesystem::path(name).filename().string();
     double t0 = now();
-    if (Status st = write_model(path, type); !st.ok()) {
+    if (Status st = given ? Status() : write_model(path, type); !st.ok()) {
       std::fprintf(stderr, "ll3-cuda-runner-bench: %s\n", st.message().c_str());
       return 1;
     }
@@ -320,11 +324,11 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     std::fprintf(stderr, "ll3-cuda-runner-bench: %s done (%s)\n", name.c_str(), r->where().c_str());
     r.reset();  // its device memory, before the next runner's
-    if (name == list.substr(0, list.find(','))) {
+    if (first) {
       with_graphs(**m, **kv, name, 128 / tg, agg[2]);
       if (!sweep.empty()) ngl_sweep(**m, **kv, name, sweep);
     }
-    std::filesystem::remove(path);
+    if (!given) std::filesystem::remove(path);
   }
   return 0;
 }
