@@ -47,6 +47,16 @@ Status validate_plan(const BatchPlan& plan, int64_t max_tokens, int64_t n_vocab,
   return Status();
 }
 
+namespace {
+
+// The switches of GPU code that no GPU has run yet: on only when the variable is "1".
+bool switched_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::string(v) == "1";
+}
+
+}  // namespace
+
 Result<std::unique_ptr<ModelRunner>> make_runner(const LlamaModel& model, KvCache& kv, ThreadPool& pool,
                                                  const RunnerOptions& o) {
   if (o.gpu_layers < -1) return Status::invalid("gpu_layers must be -1 (all), 0 or a layer count", "gpu_layers");
@@ -65,10 +75,8 @@ Result<std::unique_ptr<ModelRunner>> make_runner(const LlamaModel& model, KvCach
     go.gpu_layers = o.gpu_layers;
     go.memory_cap = o.gpu_memory;
     go.host_weights_pinned = o.host_weights_pinned;
-    const char* graphs = std::getenv("LL3_CUDA_GRAPHS");
-    go.graphs = graphs != nullptr && std::string(graphs) == "1";
-    const char* split_attention = std::getenv("LL3_CUDA_SPLIT_ATTN");
-    go.split_attention = split_attention != nullptr && std::string(split_attention) == "1";
+    go.graphs = switched_on("LL3_CUDA_GRAPHS");
+    go.split_attention = switched_on("LL3_CUDA_SPLIT_ATTN");
     go.log = o.log;
     Result<GpuPart> g = make_cuda_runner(model, kv, go);
     if (g.ok()) {

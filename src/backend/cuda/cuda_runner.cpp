@@ -152,6 +152,10 @@ class CudaRunner final : public ModelRunner {
   Status sync_blocks(const BatchPlan& plan);
   Status matmul(const DevMatrix& M, const float* x, int64_t n, float* y);
   GpuNeeds needs(int64_t T, bool host_weights, bool split_attention) const;
+  Status place(const GpuRunnerOptions& o);
+  Status upload_weights(const Logger& log);
+  Status allocate_scratch(bool split_attention);
+  std::string describe(int device, const std::string& name) const;
   Status step(const BatchPlan& plan, const float* x_in, float* x_out, float* logits, float* hidden);
   Status layer(int64_t l, int64_t T, int64_t width);
   Status layers(int64_t T, int64_t width);
@@ -225,12 +229,32 @@ Status CudaRunner::init(const GpuRunnerOptions& o) {
   max_tokens_ = std::max<int64_t>(1, o.max_batch_tokens);
   q_dim_ = c_.n_heads * c_.head_dim;
   kv_dim_ = c_.n_kv_heads * c_.head_dim;
-  const int64_t T = max_tokens_;
   const int64_t positions = std::min<int64_t>(c_.context_length, kv_.capacity_tokens());
   table_cap_ = std::min<int64_t>(kc.n_blocks, (positions + kc.block_size - 1) / kc.block_size + 1);
 
-  // Which layers: as many as asked for that fit in the memory free (less what the CUDA context
-  // and the allocator's rounding take) or in --gpu-memory.
+  LL3_RETURN_IF_ERROR(place(o));
+  graphs_ = o.graphs;
+  log_ = o.log;
+  LL3_RETURN_IF_ERROR(upload_weights(o.log));
+
+  // The KV mirror, every block of the device's layers, and block n_blocks for a graph's padding rows.
+  const size_t kv_elems = static_cast<size_t>((kc.n_blocks + 1) * kc.block_size * kv_dim_);
+  for (int64_t l = first_; l < c_.n_layers; ++l) {
+    LL3_RETURN_IF_ERROR(mem_.device(&layers_[l].k, kv_elems, "the KV cache"));
+    LL3_RETURN_IF_ERROR(mem_.device(&layers_[l].v, kv_elems, "the KV cache"));
+  }
+  synced_.assign(static_cast<size_t>(kc.n_blocks), ~uint64_t{0});  // nothing synced yet
+  LL3_RETURN_IF_ERROR(allocate_scratch(o.split_attention));
+  LL3_RETURN_IF_ERROR(cuda_check(cudaStreamSynchronize(stream_), "upload"));
+
+  const CudaDeviceInfo& d = devs[static_cast<size_t>(o.device)];
+  where_ = describe(o.device, d.name);
+  return Status();
+}
+
+// Which layers: as many as asked for that fit in the memory free (less what the CUDA context and
+// the allocator's rounding take) or in --gpu-memory.
+Status CudaRunner::place(const GpuRunnerOptions& o) {
   size_t free_bytes = 0, total_bytes = 0;
   LL3_RETURN_IF_ERROR(cuda_check(cudaMemGetInfo(&free_bytes, &total_bytes), "memory info"));
   constexpr int64_t kReserve = int64_t{512} << 20;
@@ -238,7 +262,7 @@ Status CudaRunner::init(const GpuRunnerOptions& o) {
   if (o.memory_cap > 0) budget = std::min(budget, o.memory_cap);
   // With host weights, the layers placed off the device still run on it: only their weights stay
   // on the host, so every layer's KV mirror is in the fixed part.
-  const GpuNeeds need = needs(T, o.host_weights_pinned, o.split_attention);
+  const GpuNeeds need = needs(max_tokens_, o.host_weights_pinned, o.split_attention);
   Result<GpuPlacement> placed = place_on_gpu(need, budget, o.gpu_layers);
   if (!placed.ok()) return placed.status();
   placement_ = placed.value();
@@ -259,10 +283,11 @@ Status CudaRunner::init(const GpuRunnerOptions& o) {
   }
   first_ = placement_.first_layer;
   n_local_ = c_.n_layers - first_;
-  graphs_ = o.graphs;
-  log_ = o.log;
+  return Status();
+}
 
-  // Weights.
+// The device's layers' weights (and the output layer's when it is the device's), uploaded once.
+Status CudaRunner::upload_weights(const Logger& log) {
   layers_.resize(static_cast<size_t>(c_.n_layers));
   for (int64_t l = first_; l < c_.n_layers; ++l) {
     const LlamaLayer& L = m_.layers[l];
@@ -282,18 +307,14 @@ Status CudaRunner::init(const GpuRunnerOptions& o) {
   if (!converted_.empty()) {
     std::string types;
     for (const std::string& t : converted_) types += (types.empty() ? "" : ", ") + t;
-    o.log.warn("the CUDA kernels do not read " + types + " weights yet: dequantized to F16 on the device");
+    log.warn("the CUDA kernels do not read " + types + " weights yet: dequantized to F16 on the device");
   }
+  return Status();
+}
 
-  // The KV mirror, every block of the device's layers, and block n_blocks for a graph's padding rows.
-  const size_t kv_elems = static_cast<size_t>((kc.n_blocks + 1) * kc.block_size * kv_dim_);
-  for (int64_t l = first_; l < c_.n_layers; ++l) {
-    LL3_RETURN_IF_ERROR(mem_.device(&layers_[l].k, kv_elems, "the KV cache"));
-    LL3_RETURN_IF_ERROR(mem_.device(&layers_[l].v, kv_elems, "the KV cache"));
-  }
-  synced_.assign(static_cast<size_t>(kc.n_blocks), ~uint64_t{0});  // nothing synced yet
-
-  // Scratch.
+// The step's buffers, T = max_tokens_ rows, on the device and pinned on the host.
+Status CudaRunner::allocate_scratch(bool split_attention) {
+  const int64_t T = max_tokens_;
   LL3_RETURN_IF_ERROR(mem_.device(&x_, T * c_.dim, "activations"));
   LL3_RETURN_IF_ERROR(mem_.device(&xb_, T * c_.dim, "activations"));
   LL3_RETURN_IF_ERROR(mem_.device(&q_, T * q_dim_, "activations"));
@@ -303,7 +324,7 @@ Status CudaRunner::init(const GpuRunnerOptions& o) {
   LL3_RETURN_IF_ERROR(mem_.device(&proj_, T * c_.dim, "activations"));
   LL3_RETURN_IF_ERROR(mem_.device(&gate_, T * c_.ffn_dim, "activations"));
   LL3_RETURN_IF_ERROR(mem_.device(&up_, T * c_.ffn_dim, "activations"));
-  if (o.split_attention) {
+  if (split_attention) {
     split_.chunk = kAttentionChunk;
     split_.max_chunks = static_cast<int>(attention_chunks());
     LL3_RETURN_IF_ERROR(mem_.device(&split_.partials, T * c_.n_heads * split_.max_chunks * (c_.head_dim + 2),
@@ -320,22 +341,24 @@ Status CudaRunner::init(const GpuRunnerOptions& o) {
   LL3_RETURN_IF_ERROR(mem_.pinned(&h_kv_new_, kv_new, "new KV rows"));
   LL3_RETURN_IF_ERROR(mem_.pinned(&h_meta_, meta, "step metadata"));
   row_buf_.resize(m_.max_row_bytes());
-  LL3_RETURN_IF_ERROR(cuda_check(cudaStreamSynchronize(stream_), "upload"));
+  return Status();
+}
 
-  const CudaDeviceInfo& d = devs[static_cast<size_t>(o.device)];
-  where_ = "cuda:" + std::to_string(o.device) + " " + d.name + ", " + std::to_string(n_local_) + " of " +
-           std::to_string(c_.n_layers) + " layers";
+// "cuda:0 NVIDIA H200, 24 of 32 layers (8-31; the CPU runs layers 0-7), 30.1 GiB of device memory"
+std::string CudaRunner::describe(int device, const std::string& name) const {
+  std::string w = "cuda:" + std::to_string(device) + " " + name + ", " + std::to_string(n_local_) + " of " +
+                  std::to_string(c_.n_layers) + " layers";
   if (host_layers_ > 0) {
-    where_ += strprintf(" (the weights of layers 0-%lld read from pinned host memory)", static_cast<long long>(host_layers_ - 1));
+    w += strprintf(" (the weights of layers 0-%lld read from pinned host memory)", static_cast<long long>(host_layers_ - 1));
   }
   if (first_ > 0 || !placement_.output) {
-    where_ += strprintf(" (%lld-%lld; the CPU runs %s%s), %s of device memory", static_cast<long long>(first_),
-                        static_cast<long long>(c_.n_layers - 1),
-                        first_ > 0 ? strprintf("layers 0-%lld", static_cast<long long>(first_ - 1)).c_str() : "",
-                        placement_.output ? "" : (first_ > 0 ? " and the output layer" : "the output layer"),
-                        gib(placement_.bytes).c_str());
+    w += strprintf(" (%lld-%lld; the CPU runs %s%s), %s of device memory", static_cast<long long>(first_),
+                   static_cast<long long>(c_.n_layers - 1),
+                   first_ > 0 ? strprintf("layers 0-%lld", static_cast<long long>(first_ - 1)).c_str() : "",
+                   placement_.output ? "" : (first_ > 0 ? " and the output layer" : "the output layer"),
+                   gib(placement_.bytes).c_str());
   }
-  return Status();
+  return w;
 }
 
 // What each part takes on the device (GpuNeeds): the sizes init() allocates below. With host
