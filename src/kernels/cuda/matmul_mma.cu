@@ -17,7 +17,7 @@
 // in A and B alike, which leaves each dot product unchanged. Activations are F32 in memory and
 // rounded to F16 (BF16 for BF16 weights) as they are loaded. Quantized weights enter the MMA as
 // their integer levels, exact in F16, and the chunk's scale is applied to its F32 partial sum:
-//   Q8_0: y += d * sum(q x)                 Q4_K: y += (d sc) * sum(q x) - (dmin m) * sum(x)
+//   Q8_0: y += d * sum(q x)                 Q4_K, Q5_K: y += (d sc) * sum(q x) - (dmin m) * sum(x)
 // where sum(x) comes from one more MMA with an all-ones A.
 #include <cuda_bf16.h>
 
@@ -33,7 +33,7 @@ namespace ll3::cuda {
 namespace {
 
 constexpr int kTileTokens = 8, kMaxTiles = 8, kSlabTokens = kTileTokens * kMaxTiles;
-constexpr int kQ4KBytes = sizeof(quant::BlockQ4_K), kQ8Bytes = sizeof(quant::BlockQ8_0);
+constexpr int kQ4KBytes = sizeof(quant::BlockQ4_K), kQ5KBytes = sizeof(quant::BlockQ5_K), kQ8Bytes = sizeof(quant::BlockQ8_0);
 
 // D += A . B for one m16n8k16 tile, F32 accumulators.
 template <bool kBf16>
@@ -133,6 +133,35 @@ struct Q4KW {
       f.scale[c][r] = __fmul_rn(d, static_cast<float>(sv));
       f.min[c][r] = __fmul_rn(dmin, static_cast<float>(mv));
       const uint32_t lo = ((c == 0 ? v.x : v.x >> 4) & 0x0F0F0F0Fu), hi = ((c == 0 ? v.y : v.y >> 4) & 0x0F0F0F0Fu);
+      bytes_to_half(lo, 1024.0f, f.a[c][r][0], f.a[c][r][1]);
+      bytes_to_half(hi, 1024.0f, f.a[c][r][2], f.a[c][r][3]);
+    }
+  }
+};
+
+// Q5_K as stored: Q4_K's scales, mins and nibbles with a fifth bit per weight, bit 2p + c of
+// qh[j] for weight j of sub-block 2p + c; levels 0..31, as exact in F16 as Q4_K's.
+struct Q5KW {
+  static constexpr bool kScaled = true, kMin = true;
+  __device__ static void load(const uint8_t* w, int64_t rows, int64_t cols, int64_t row, int64_t s, int q, int r,
+                              Frag& f) {
+    const uint8_t* b = w + row * (cols / 256) * kQ5KBytes + (s / 4) * kQ5KBytes;
+    const int p = static_cast<int>(s % 4);
+    const uint4 head = __ldg(reinterpret_cast<const uint4*>(b));
+    const uint2 h = __ldg(reinterpret_cast<const uint2*>(b + 16 + 8 * q));           // qh[8q .. 8q + 7]
+    const uint2 v = __ldg(reinterpret_cast<const uint2*>(b + 48 + 32 * p + 8 * q));  // qs of the pair
+    uint8_t sc[12];
+    memcpy(sc, reinterpret_cast<const uint8_t*>(&head) + 4, 12);
+    const float d = f16_to_f32(static_cast<uint16_t>(head.x & 0xFFFF)), dmin = f16_to_f32(static_cast<uint16_t>(head.x >> 16));
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      uint8_t sv, mv;
+      quant::k4_scale_min(2 * p + c, sc, &sv, &mv);
+      f.scale[c][r] = __fmul_rn(d, static_cast<float>(sv));
+      f.min[c][r] = __fmul_rn(dmin, static_cast<float>(mv));
+      const int bit = 2 * p + c;
+      const uint32_t lo = ((c == 0 ? v.x : v.x >> 4) & 0x0F0F0F0Fu) | (((h.x >> bit) & 0x01010101u) << 4);
+      const uint32_t hi = ((c == 0 ? v.y : v.y >> 4) & 0x0F0F0F0Fu) | (((h.y >> bit) & 0x01010101u) << 4);
       bytes_to_half(lo, 1024.0f, f.a[c][r][0], f.a[c][r][1]);
       bytes_to_half(hi, 1024.0f, f.a[c][r][2], f.a[c][r][3]);
     }
@@ -294,7 +323,8 @@ bool matmul_mma_supported(DType type, int64_t cols) {
     case DType::F16:
     case DType::BF16:
     case DType::Q8_0: return cols % 64 == 0;
-    case DType::Q4_K: return cols % 256 == 0;
+    case DType::Q4_K:
+    case DType::Q5_K: return cols % 256 == 0;
     default: return false;
   }
 }
@@ -321,6 +351,7 @@ Status matmul_mma(DType type, const void* w, int64_t rows, int64_t cols, const f
     case DType::F16: return launch<HalfW, false>(w, rows, cols, x, n, y, s);
     case DType::BF16: return launch<HalfW, true>(w, rows, cols, x, n, y, s);
     case DType::Q8_0: return launch<Q8W, false>(w, rows, cols, x, n, y, s);
+    case DType::Q5_K: return launch<Q5KW, false>(w, rows, cols, x, n, y, s);
     default: return launch<Q4KW, false>(w, rows, cols, x, n, y, s);
   }
 }
