@@ -75,14 +75,14 @@ if [ -x "$bin/ll3" ] && [ -f "$model" ]; then
   # arithmetic is float: F16 weights for the types it has no kernel for, F32 accumulation).
   # And split: the first layer on the CPU, the others on the GPU (-ngl 1 below the count); the
   # GPU with CUDA graphs and with the first layer's weights in pinned host memory, whose text
-  # must be the GPU's byte for byte; Q5_K read in place by the tensor cores (LL3_CUDA_Q5K).
+  # must be the GPU's byte for byte; Q5_K and Q6_K read in place by the tensor cores (LL3_CUDA_Q5Q6).
   below=$(($("$bin/ll3" run -m "$model" -p x -n 1 -ngl 0 2>&1 | sed -n 's/.*: \([0-9]*\) layers.*/\1/p' | head -1) - 1))
   for where in gpu cpu split graphs pinned q5k; do
     flags=(-ngl -1)
     [ $where = cpu ] && flags=(-ngl 0 --float-act)
     [ $where = split ] && flags=(-ngl "$below" --float-act)
     [ $where = pinned ] && flags=(-ngl "$below" --host-weights pinned)
-    LL3_CUDA_GRAPHS=$([ $where = graphs ] && echo 1 || echo 0) LL3_CUDA_Q5K=$([ $where = q5k ] && echo 1 || echo 0) \
+    LL3_CUDA_GRAPHS=$([ $where = graphs ] && echo 1 || echo 0) LL3_CUDA_Q5Q6=$([ $where = q5k ] && echo 1 || echo 0) \
       stage "run-$where" 60 "$bin/ll3" run -m "$model" -f $deps/models/P3.txt --temp 0 -n 48 --ignore-eos "${flags[@]}"
   done
   grep -E "^ll3: (running|prompt|loaded)|CUDA graph|do not read" "$logs"/run-{gpu,split,graphs,pinned,q5k}.log
@@ -92,7 +92,7 @@ body = lambda f: b''.join(l for l in open(f, 'rb').read().splitlines(True) if no
 def agree(a, b):
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 cpu, gpu, split, graphs, pinned, q5k = (body(f) for f in sys.argv[1:7])
-for name, a in (('GPU', gpu), ('GPU + CPU split', split), ('GPU with Q5_K in place', q5k)):
+for name, a in (('GPU', gpu), ('GPU + CPU split', split), ('GPU with Q5_K / Q6_K in place', q5k)):
     print(f"run: {name} and CPU (float activations) greedy text agree on {agree(a, cpu)} of {len(cpu)} bytes")
 for name, a in (('with CUDA graphs', graphs), ('with pinned host weights', pinned)):
     print(f"run: GPU {name} and plain agree on {agree(a, gpu)} of {len(gpu)} bytes" + ("" if a == gpu else "  <-- MISMATCH"))

@@ -77,7 +77,7 @@ Result<std::unique_ptr<ModelRunner>> make_runner(const LlamaModel& model, KvCach
     go.host_weights_pinned = o.host_weights_pinned;
     go.graphs = switched_on("LL3_CUDA_GRAPHS");
     go.split_attention = switched_on("LL3_CUDA_SPLIT_ATTN");
-    go.q5_k_in_place = switched_on("LL3_CUDA_Q5K");
+    go.q5_q6_in_place = switched_on("LL3_CUDA_Q5Q6");
     go.log = o.log;
     Result<GpuPart> g = make_cuda_runner(model, kv, go);
     if (g.ok()) {

@@ -173,7 +173,7 @@ TEST(CudaOps, MmaMatmulMatchesTheRoundedProductAndIsBatchInvariant) {
   REQUIRE_GPU();
   const int64_t rows = 301;  // not a multiple of the 16 rows of a warp
   const int64_t n_max = 130;
-  for (DType type : {DType::F16, DType::BF16, DType::Q8_0, DType::Q4_K, DType::Q5_K}) {
+  for (DType type : {DType::F16, DType::BF16, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     for (int64_t cols : {256, 4096, 14336}) {
       ASSERT_TRUE(cuda::matmul_mma_supported(type, cols));
       const Matrix w = random_matrix(type, rows, cols, 31);
@@ -218,7 +218,7 @@ TEST(CudaOps, MmaMatmulMatchesTheRoundedProductAndIsBatchInvariant) {
   EXPECT_FALSE(cuda::matmul_mma_supported(DType::F32, 256));
   EXPECT_FALSE(cuda::matmul_mma_supported(DType::Q4_K, 320));
   EXPECT_FALSE(cuda::matmul_mma_supported(DType::Q5_K, 320));
-  EXPECT_FALSE(cuda::matmul_mma(DType::Q6_K, dx.p, 1, 256, dx.p, 1, dy.p, nullptr).ok());
+  EXPECT_FALSE(cuda::matmul_mma(DType::Q3_K, dx.p, 1, 256, dx.p, 1, dy.p, nullptr).ok());
   EXPECT_FALSE(cuda::matmul_mma(DType::F16, dx.p, 1, 96, dx.p, 1, dy.p, nullptr).ok());
 }
 

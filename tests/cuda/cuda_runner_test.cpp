@@ -105,7 +105,7 @@ GpuSetup make_gpu(DType type, int64_t max_batch_tokens) {
   g.kv = make_kv();
   GpuRunnerOptions o;
   o.max_batch_tokens = max_batch_tokens;
-  o.q5_k_in_place = type == DType::Q5_K;  // the tensor-core loader, not a dequantized copy
+  o.q5_q6_in_place = type == DType::Q5_K || type == DType::Q6_K;  // the tensor-core loaders, not F16 copies
   Result<GpuPart> r = make_cuda_runner(*g.model, *g.kv, o);
   EXPECT_TRUE(r.ok()) << r.message();
   if (r.ok()) g.runner = std::move(r.value().runner);
@@ -194,7 +194,7 @@ TEST_P(CudaRunnerTypes, MatchesTheCpuRunner) {
 
 INSTANTIATE_TEST_SUITE_P(Weights, CudaRunnerTypes,
                          ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_K, DType::Q5_K,
-                                           DType::Q6_K),
+                                           DType::Q6_K, DType::Q3_K),  // Q3_K: dequantized to F16 at load
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 // Twelve sequences in one step of 80 rows (more than a 64-token slab of the tensor-core
@@ -203,7 +203,7 @@ INSTANTIATE_TEST_SUITE_P(Weights, CudaRunnerTypes,
 // answers must not depend on who else it serves.
 TEST(CudaRunner, BatchedStepEqualsSoloSteps) {
   REQUIRE_GPU();
-  for (DType type : {DType::Q4_K, DType::F16, DType::BF16, DType::Q8_0, DType::Q5_K, DType::Q6_K}) {
+  for (DType type : {DType::Q4_K, DType::F16, DType::BF16, DType::Q8_0, DType::Q5_K, DType::Q6_K, DType::Q3_K}) {
     SCOPED_TRACE(dtype_name(type));
     GpuSetup g = make_gpu(type, 128);
     ASSERT_NE(g.runner, nullptr);

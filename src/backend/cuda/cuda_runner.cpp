@@ -101,10 +101,10 @@ struct DevMatrix {
   const void* w = nullptr;
 };
 
-// The kernels' type for W on the device: as stored where a kernel reads it, else F16. Q5_K's
-// tensor-core loader has not run on a GPU yet: in place only with q5_k_in_place.
-DType device_type(const WeightMatrix& W, bool q5_k_in_place) {
-  if (W.type == DType::Q5_K && !q5_k_in_place) return DType::F16;
+// The kernels' type for W on the device: as stored where a kernel reads it, else F16. The Q5_K
+// and Q6_K tensor-core loaders have not run on a GPU yet: in place only with q5_q6_in_place.
+DType device_type(const WeightMatrix& W, bool q5_q6_in_place) {
+  if ((W.type == DType::Q5_K || W.type == DType::Q6_K) && !q5_q6_in_place) return DType::F16;
   const bool as_stored = cuda::matmul_mma_supported(W.type, W.cols) ||
                          (cuda::gemv_supported(W.type) && W.cols % 32 == 0 && (W.type != DType::Q4_K || W.cols % 256 == 0));
   return as_stored ? W.type : DType::F16;
@@ -116,9 +116,9 @@ int64_t allocated(int64_t bytes) {
   return (bytes + kPage - 1) / kPage * kPage;
 }
 
-int64_t device_bytes(const WeightMatrix& W, bool q5_k_in_place) {
+int64_t device_bytes(const WeightMatrix& W, bool q5_q6_in_place) {
   // Q8_0's split form is as large as its blocks.
-  return allocated(static_cast<int64_t>(dtype_row_bytes(device_type(W, q5_k_in_place), W.cols)) * W.rows);
+  return allocated(static_cast<int64_t>(dtype_row_bytes(device_type(W, q5_q6_in_place), W.cols)) * W.rows);
 }
 
 struct DevLayer {
@@ -181,7 +181,7 @@ class CudaRunner final : public ModelRunner {
   GpuPlacement placement_;
   Logger log_;
   bool graphs_ = false;  // GpuRunnerOptions::graphs
-  bool q5k_ = false;     // GpuRunnerOptions::q5_k_in_place
+  bool q5q6_ = false;     // GpuRunnerOptions::q5_q6_in_place
   cuda::AttentionSplit split_;  // GpuRunnerOptions::split_attention: chunks of kAttentionChunk positions
   struct Graph {
     cudaGraphExec_t exec = nullptr;
@@ -236,7 +236,7 @@ Status CudaRunner::init(const GpuRunnerOptions& o) {
   const int64_t positions = std::min<int64_t>(c_.context_length, kv_.capacity_tokens());
   table_cap_ = std::min<int64_t>(kc.n_blocks, (positions + kc.block_size - 1) / kc.block_size + 1);
 
-  q5k_ = o.q5_k_in_place;
+  q5q6_ = o.q5_q6_in_place;
   LL3_RETURN_IF_ERROR(place(o));
   graphs_ = o.graphs;
   log_ = o.log;
@@ -379,11 +379,11 @@ GpuNeeds CudaRunner::needs(int64_t T, bool host_weights, bool split_attention) c
   for (const LlamaLayer& L : m_.layers) {
     const int64_t rest = 2 * allocated(c_.dim * 4) + kv_layer + kv_new_layer;
     int64_t weights = 0;
-    for (const WeightMatrix* W : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) weights += device_bytes(*W, q5k_);
+    for (const WeightMatrix* W : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) weights += device_bytes(*W, q5q6_);
     n.layer_bytes.push_back(host_weights ? weights : weights + rest);
     if (host_weights) n.fixed_bytes += rest;
   }
-  n.output_bytes = device_bytes(m_.output, q5k_) + allocated(c_.dim * 4) + allocated(T * c_.n_vocab * 4);
+  n.output_bytes = device_bytes(m_.output, q5q6_) + allocated(c_.dim * 4) + allocated(T * c_.n_vocab * 4);
   return n;
 }
 
@@ -397,7 +397,7 @@ Status CudaRunner::upload_norm(const std::vector<float>& w, float** d) {
 Status CudaRunner::upload_matrix(const WeightMatrix& W, DevMatrix* d, bool pinned_host) {
   d->rows = W.rows;
   d->cols = W.cols;
-  d->type = device_type(W, q5k_);
+  d->type = device_type(W, q5q6_);
   const bool as_stored = d->type == W.type;
   if (!as_stored) converted_.insert(std::string(dtype_name(W.type)));
   d->mma = cuda::matmul_mma_supported(d->type, W.cols);

@@ -33,9 +33,9 @@ struct GpuRunnerOptions {
   // second kernel (flash-decoding; kernels/cuda/attention_decode.cu); not yet run on a GPU, so off
   // unless LL3_CUDA_SPLIT_ATTN=1 (make_runner) or set here.
   bool split_attention = false;
-  // Q5_K weights read in place by the tensor-core product (else dequantized to F16 at load); not
-  // yet run on a GPU, so off unless LL3_CUDA_Q5K=1 (make_runner) or set here.
-  bool q5_k_in_place = false;
+  // Q5_K and Q6_K weights read in place by the tensor-core product (else dequantized to F16 at
+  // load); not yet run on a GPU, so off unless LL3_CUDA_Q5Q6=1 (make_runner) or set here.
+  bool q5_q6_in_place = false;
   Logger log;  // notes on weights the kernels do not read as stored
 };
 
@@ -48,7 +48,7 @@ struct GpuPart {
 };
 
 // The placed layers on the device: the weights uploaded once (F32, F16, BF16, Q8_0 and Q4_K as
-// stored, Q5_K too with q5_k_in_place; other types dequantized to F16, with a note to options.log), a device copy of those
+// stored, Q5_K and Q6_K too with q5_q6_in_place; other types dequantized to F16, with a note to options.log), a device copy of those
 // layers' paged KV cache (F16, same block ids as `kv`, whose rows the runner keeps up to date so
 // that prefix sharing, copy on write and sessions work unchanged), and all scratch allocated
 // here. An error says why it cannot be made: built without CUDA, no device, a KV type other than

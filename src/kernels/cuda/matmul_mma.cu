@@ -18,6 +18,7 @@
 // rounded to F16 (BF16 for BF16 weights) as they are loaded. Quantized weights enter the MMA as
 // their integer levels, exact in F16, and the chunk's scale is applied to its F32 partial sum:
 //   Q8_0: y += d * sum(q x)                 Q4_K, Q5_K: y += (d sc) * sum(q x) - (dmin m) * sum(x)
+//   Q6_K: y += (d sc1) * sum over the first 16 (q x) + (d sc2) * sum over the second 16
 // where sum(x) comes from one more MMA with an all-ones A.
 #include <cuda_bf16.h>
 
@@ -33,7 +34,8 @@ namespace ll3::cuda {
 namespace {
 
 constexpr int kTileTokens = 8, kMaxTiles = 8, kSlabTokens = kTileTokens * kMaxTiles;
-constexpr int kQ4KBytes = sizeof(quant::BlockQ4_K), kQ5KBytes = sizeof(quant::BlockQ5_K), kQ8Bytes = sizeof(quant::BlockQ8_0);
+constexpr int kQ4KBytes = sizeof(quant::BlockQ4_K), kQ5KBytes = sizeof(quant::BlockQ5_K), kQ6KBytes = sizeof(quant::BlockQ6_K);
+constexpr int kQ8Bytes = sizeof(quant::BlockQ8_0);
 
 // D += A . B for one m16n8k16 tile, F32 accumulators.
 template <bool kBf16>
@@ -79,12 +81,14 @@ __device__ __forceinline__ void bytes_to_half(uint32_t w, float bias, uint32_t& 
 struct Frag {
   uint32_t a[2][2][4];  // [chunk][row g, g + 8][pair]
   float scale[2][2], min[2][2];
+  float scale2[2][2];  // kHalves: the scale of the chunk's second 16 weights (scale: its first 16)
 };
 
 // The weight types. load() reads step s (K 64 s .. 64 s + 63) of row `row` for thread group
-// position q (K 8q .. 8q + 7 of each chunk).
+// position q (K 8q .. 8q + 7 of each chunk; with kHalves, whose scales cover 16 weights, K 4q ..
+// 4q + 3 and 16 + 4q .. 16 + 4q + 3, so that each of a chunk's two MMAs sums one 16 alone).
 struct HalfW {  // F16 or BF16 as stored
-  static constexpr bool kScaled = false;
+  static constexpr bool kScaled = false, kHalves = false;
   __device__ static void load(const uint8_t* w, int64_t rows, int64_t cols, int64_t row, int64_t s, int q, int r,
                               Frag& f) {
     const uint4* p = reinterpret_cast<const uint4*>(w + (row * cols + s * 64 + 8 * q) * 2);
@@ -98,7 +102,7 @@ struct HalfW {  // F16 or BF16 as stored
 
 // Q8_0 in the device layout (q8_0_split): int8 levels (rows, cols), then F16 scales (rows, cols / 32).
 struct Q8W {
-  static constexpr bool kScaled = true, kMin = false;
+  static constexpr bool kScaled = true, kMin = false, kHalves = false;
   __device__ static void load(const uint8_t* w, int64_t rows, int64_t cols, int64_t row, int64_t s, int q, int r,
                               Frag& f) {
     const uint8_t* qs = w + row * cols + s * 64 + 8 * q;
@@ -116,7 +120,7 @@ struct Q8W {
 // Q4_K as stored: a step is one pair of sub-blocks (2p, 2p + 1) of a super-block, whose 32 bytes
 // hold sub-block 2p in the low nibbles and 2p + 1 in the high ones.
 struct Q4KW {
-  static constexpr bool kScaled = true, kMin = true;
+  static constexpr bool kScaled = true, kMin = true, kHalves = false;
   __device__ static void load(const uint8_t* w, int64_t rows, int64_t cols, int64_t row, int64_t s, int q, int r,
                               Frag& f) {
     const uint8_t* b = w + row * (cols / 256) * kQ4KBytes + (s / 4) * kQ4KBytes;
@@ -142,7 +146,7 @@ struct Q4KW {
 // Q5_K as stored: Q4_K's scales, mins and nibbles with a fifth bit per weight, bit 2p + c of
 // qh[j] for weight j of sub-block 2p + c; levels 0..31, as exact in F16 as Q4_K's.
 struct Q5KW {
-  static constexpr bool kScaled = true, kMin = true;
+  static constexpr bool kScaled = true, kMin = true, kHalves = false;
   __device__ static void load(const uint8_t* w, int64_t rows, int64_t cols, int64_t row, int64_t s, int q, int r,
                               Frag& f) {
     const uint8_t* b = w + row * (cols / 256) * kQ5KBytes + (s / 4) * kQ5KBytes;
@@ -168,6 +172,40 @@ struct Q5KW {
   }
 };
 
+// Q6_K as stored (210-byte blocks, so 2-byte loads): weight e = 128 n + 32 j + l of a
+// super-block is (ql[64 n + 32 (j & 1) + l] >> 4 (j >> 1)) & 15 | ((qh[32 n + l] >> 2 j) & 3) << 4,
+// minus 32, times d * scales[e / 16]. A step is one pair j = 2 (s % 2), + 1 of half n = s % 4 / 2;
+// its chunks' 16s have a scale each (kHalves).
+struct Q6KW {
+  static constexpr bool kScaled = true, kHalves = true;
+  __device__ static uint32_t bytes4(const uint8_t* p) {  // p 2-byte aligned
+    const auto* h = reinterpret_cast<const uint16_t*>(p);
+    return static_cast<uint32_t>(__ldg(h)) | static_cast<uint32_t>(__ldg(h + 1)) << 16;
+  }
+  __device__ static void load(const uint8_t* w, int64_t rows, int64_t cols, int64_t row, int64_t s, int q, int r,
+                              Frag& f) {
+    const uint8_t* b = w + row * (cols / 256) * kQ6KBytes + (s / 4) * kQ6KBytes;
+    const int n = static_cast<int>(s % 4) / 2;
+    const float d = f16_to_f32(__ldg(reinterpret_cast<const uint16_t*>(b + 208)));
+    const auto* sc = reinterpret_cast<const int8_t*>(b + 192);
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const int j = 2 * static_cast<int>(s % 2) + c;
+      const uint8_t* ql = b + 64 * n + 32 * (j & 1) + 4 * q;
+      const uint8_t* qh = b + 128 + 32 * n + 4 * q;
+      const int lo_shift = 4 * (j >> 1), hi_shift = 2 * j;
+      const uint32_t first = ((bytes4(ql) >> lo_shift) & 0x0F0F0F0Fu) | (((bytes4(qh) >> hi_shift) & 0x03030303u) << 4);
+      const uint32_t second =
+          ((bytes4(ql + 16) >> lo_shift) & 0x0F0F0F0Fu) | (((bytes4(qh + 16) >> hi_shift) & 0x03030303u) << 4);
+      bytes_to_half(first, 1056.0f, f.a[c][r][0], f.a[c][r][1]);  // levels 0..63, less 32
+      bytes_to_half(second, 1056.0f, f.a[c][r][2], f.a[c][r][3]);
+      const int sub = 8 * n + 2 * j;  // the 16s of weights 32 j .. 32 j + 15 and 32 j + 16 .. 32 j + 31
+      f.scale[c][r] = __fmul_rn(d, static_cast<float>(__ldg(sc + sub)));
+      f.scale2[c][r] = __fmul_rn(d, static_cast<float>(__ldg(sc + sub + 1)));
+    }
+  }
+};
+
 // Block: `split` warps on the same 16 rows and token slab, warp w taking steps
 // [steps w / split, steps (w + 1) / split). blockIdx.x = row group * slabs + slab, so that the
 // blocks re-reading one row group's weights for other slabs run together (the L2 serves them).
@@ -186,7 +224,7 @@ __global__ void matmul_mma_kernel(const uint8_t* __restrict__ w, int64_t rows, i
   // compute on a copy of the last row and are not stored).
   const float* xt[kTiles];
 #pragma unroll
-  for (int t = 0; t < kTiles; ++t) xt[t] = x + min(t0 + t * kTileTokens + g, n - 1) * cols + 8 * q;
+  for (int t = 0; t < kTiles; ++t) xt[t] = x + min(t0 + t * kTileTokens + g, n - 1) * cols + (W::kHalves ? 4 : 8) * q;
   const uint32_t ones = kBf16 ? 0x3F803F80u : 0x3C003C00u;
 
   float acc[kTiles][4];
@@ -208,7 +246,7 @@ __global__ void matmul_mma_kernel(const uint8_t* __restrict__ w, int64_t rows, i
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         const float4* xp = reinterpret_cast<const float4*>(xt[t] + s * 64 + 32 * c);
-        const float4 u = __ldg(xp), v = __ldg(xp + 1);
+        const float4 u = __ldg(xp), v = __ldg(xp + (W::kHalves ? 4 : 1));  // the second four: K + 4, or + 16
         const uint32_t b0 = pack2(u.x, u.y, kBf16), b1 = pack2(u.z, u.w, kBf16), b2 = pack2(v.x, v.y, kBf16),
                        b3 = pack2(v.z, v.w, kBf16);
         const uint32_t* ag = cur.a[c][0];
@@ -216,6 +254,15 @@ __global__ void matmul_mma_kernel(const uint8_t* __restrict__ w, int64_t rows, i
         if constexpr (!W::kScaled) {
           mma<kBf16>(acc[t], ag[0], ag8[0], ag[1], ag8[1], b0, b1);
           mma<kBf16>(acc[t], ag[2], ag8[2], ag[3], ag8[3], b2, b3);
+        } else if constexpr (W::kHalves) {  // each 16 with its own scale
+          float p[4] = {0.0f, 0.0f, 0.0f, 0.0f}, p2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+          mma<false>(p, ag[0], ag8[0], ag[1], ag8[1], b0, b1);
+          mma<false>(p2, ag[2], ag8[2], ag[3], ag8[3], b2, b3);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            acc[t][i] = fmaf(cur.scale[c][i >> 1], p[i], acc[t][i]);
+            acc[t][i] = fmaf(cur.scale2[c][i >> 1], p2[i], acc[t][i]);
+          }
         } else {
           float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
           mma<false>(p, ag[0], ag8[0], ag[1], ag8[1], b0, b1);
@@ -324,7 +371,8 @@ bool matmul_mma_supported(DType type, int64_t cols) {
     case DType::BF16:
     case DType::Q8_0: return cols % 64 == 0;
     case DType::Q4_K:
-    case DType::Q5_K: return cols % 256 == 0;
+    case DType::Q5_K:
+    case DType::Q6_K: return cols % 256 == 0;
     default: return false;
   }
 }
@@ -352,6 +400,7 @@ Status matmul_mma(DType type, const void* w, int64_t rows, int64_t cols, const f
     case DType::BF16: return launch<HalfW, true>(w, rows, cols, x, n, y, s);
     case DType::Q8_0: return launch<Q8W, false>(w, rows, cols, x, n, y, s);
     case DType::Q5_K: return launch<Q5KW, false>(w, rows, cols, x, n, y, s);
+    case DType::Q6_K: return launch<Q6KW, false>(w, rows, cols, x, n, y, s);
     default: return launch<Q4KW, false>(w, rows, cols, x, n, y, s);
   }
 }
