@@ -97,19 +97,26 @@ for name, a in (('GPU', gpu), ('GPU + CPU split', split), ('GPU with Q5_K / Q6_K
 for name, a in (('with CUDA graphs', graphs), ('with pinned host weights', pinned)):
     print(f"run: GPU {name} and plain agree on {agree(a, gpu)} of {len(gpu)} bytes" + ("" if a == gpu else "  <-- MISMATCH"))
 EOF
-  port=18089
-  "$bin/ll3" serve -m "$model" --port $port --max-seqs 64 > "$logs/serve.log" 2>&1 &
-  server=$!
-  ready() {  # GET /health answers 200 once the model is loaded (curl may be missing there)
-    exec 3<> "/dev/tcp/127.0.0.1/$port" && printf 'GET /health HTTP/1.0\r\n\r\n' >&3 && head -1 <&3 | grep -q " 200"
+  # ll3 serve under bench-serve (every stream must equal its non-streamed answer), then again
+  # with the GPU code not yet verified switched on (graphs pad steps: still no stream may differ).
+  serve_bench() {  # NAME CLIENTS SECONDS [VAR=1 ...]
+    local name=$1 clients=$2 seconds=$3 port=18089
+    shift 3
+    env "$@" "$bin/ll3" serve -m "$model" --port $port --max-seqs 128 > "$logs/$name-server.log" 2>&1 &
+    local server=$!
+    ready() {  # GET /health answers 200 once the model is loaded (curl may be missing there)
+      exec 3<> "/dev/tcp/127.0.0.1/$port" && printf 'GET /health HTTP/1.0\r\n\r\n' >&3 && head -1 <&3 | grep -q " 200"
+    }
+    for _ in $(seq 120); do (ready) 2> /dev/null && break; sleep 0.5; done
+    stage "$name" $((seconds + 80)) "$bin/ll3" bench-serve --url "http://127.0.0.1:$port" --clients "$clients" --requests 2 \
+      --max-tokens 32 --duration "$seconds"
+    cat "$logs/$name.log"
+    kill $server 2> /dev/null
+    wait $server 2> /dev/null
+    grep -E "running on|not on the GPU|CUDA graph" "$logs/$name-server.log"
   }
-  for _ in $(seq 120); do (ready) 2> /dev/null && break; sleep 0.5; done
-  stage bench-serve 120 "$bin/ll3" bench-serve --url "http://127.0.0.1:$port" --clients 1,16,64 --requests 2 \
-    --max-tokens 32 --duration 40
-  cat "$logs/bench-serve.log"
-  kill $server 2> /dev/null
-  wait $server 2> /dev/null
-  grep -E "running on|not on the GPU" "$logs/serve.log"
+  serve_bench bench-serve 1,16,64,128 40
+  serve_bench bench-serve-next 1,16,64 25 LL3_CUDA_GRAPHS=1 LL3_CUDA_Q5Q6=1 LL3_CUDA_SPLIT_ATTN=1
 fi
 
 stage op-bench 90 "$bin/ll3-cuda-bench"
