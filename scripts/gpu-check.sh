@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The GPU check, one run on a machine with an NVIDIA GPU. It runs the CUDA ops' and the GPU
-# forward pass's tests against the CPU, ll3 itself on the GPU (greedy text against the CPU, and
-# `ll3 serve` under `ll3 bench-serve`, whose streams must equal the non-streamed answers), the
-# op benchmark and the runner benchmark on the llama3.1-8b shape (pp512, tg128, decode GB/s
-# against the copy bandwidth, aggregate decode at 1, 8, 32 and 128 sequences, an -ngl sweep), then
-# compute-sanitizer over the op tests, and prints its table last. Every stage has its own time
+# forward pass's tests against the CPU, ll3 itself on the GPU (greedy text against the CPU, also
+# split with the CPU (-ngl), and with each switch of code no GPU has run yet: LL3_CUDA_GRAPHS,
+# LL3_CUDA_Q5Q6, --host-weights pinned; `ll3 serve` under `ll3 bench-serve`, whose streams must
+# equal the non-streamed answers, plain and with the switches on), the op benchmark and the
+# runner benchmark on the llama3.1-8b shape (pp512, tg128, decode GB/s against the copy and read
+# bandwidths, aggregate decode at 1, 8, 32 and 128 sequences, graphs on and off, an -ngl sweep),
+# then compute-sanitizer over the op tests, and prints its table last. Every stage has its own time
 # limit, and its log goes to $OUT (or build-gpu/) as it runs, so a run cut short still reports.
 #
 #   scripts/gpu-check.sh --prepare   on the development machine, after scripts/build.sh: copies
@@ -115,8 +117,8 @@ EOF
     wait $server 2> /dev/null
     grep -E "running on|not on the GPU|CUDA graph" "$logs/$name-server.log"
   }
-  serve_bench bench-serve 1,16,64,128 40
-  serve_bench bench-serve-next 1,16,64 25 LL3_CUDA_GRAPHS=1 LL3_CUDA_Q5Q6=1 LL3_CUDA_SPLIT_ATTN=1
+  serve_bench bench-serve 1,16,64,128 30
+  serve_bench bench-serve-next 1,16,64 20 LL3_CUDA_GRAPHS=1 LL3_CUDA_Q5Q6=1 LL3_CUDA_SPLIT_ATTN=1
 fi
 
 stage op-bench 90 "$bin/ll3-cuda-bench"
