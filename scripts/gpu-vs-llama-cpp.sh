@@ -26,8 +26,9 @@ if [ "${1:-}" = "--prepare" ]; then
   for f in build/ll3 build/ll3-cuda-runner-bench; do strip -o "$deps/bin/$(basename "$f")" "$f"; done
   cp "$llama"/llama-bench "$llama"/lib*.so* $deps/llama-cpp/
   strip $deps/llama-cpp/*
-  tar czf $deps/bin.tgz -C $deps bin llama-cpp && rm -r $deps/bin $deps/llama-cpp
   cp -r "${LL3_SHARED:-../shared}/tokenizers/llama3" $deps/tokenizer
+  # One archive: with the repository it must stay under the 64 MiB a call carries (about 57 MB).
+  tar czf $deps/bin.tgz -C $deps bin llama-cpp tokenizer && rm -r $deps/bin $deps/llama-cpp $deps/tokenizer
   grep -qx "/$deps/" .git/info/exclude 2>/dev/null || echo "/$deps/" >> .git/info/exclude
   echo "gpu-vs-llama-cpp: $deps ready ($(du -sh $deps | cut -f1)); carry $deps"
   exit 0
@@ -37,6 +38,7 @@ work=${WORK:-/tmp/ll3-vs-llama}
 mkdir -p "$logs" "$work" build-gpu/llama
 tar xzf $deps/bin.tgz -C build-gpu/llama || exit 1
 bin=build-gpu/llama/bin
+tokenizer=build-gpu/llama/tokenizer
 cuda_libs=$(python3 -c 'import os, nvidia.cublas, nvidia.cuda_runtime as r
 print(":".join(os.path.join(m.__path__[0], "lib") for m in (nvidia.cublas, r)))' 2> /dev/null)
 export LD_LIBRARY_PATH=$PWD/build-gpu/llama/llama-cpp${cuda_libs:+:$cuda_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -44,7 +46,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader ||
 "$bin/ll3" --version | tail -1
 
 t0=$SECONDS
-"$bin/ll3" make-model --preset llama3.1-8b --type f16 --tokenizer $deps/tokenizer -o "$work/8b-f16.gguf" > "$logs/make.log" 2>&1 &&
+"$bin/ll3" make-model --preset llama3.1-8b --type f16 --tokenizer "$tokenizer" -o "$work/8b-f16.gguf" > "$logs/make.log" 2>&1 &&
   "$bin/ll3" quantize "$work/8b-f16.gguf" "$work/8b-q4_k_m.gguf" q4_k_m >> "$logs/make.log" 2>&1 ||
   { tail -5 "$logs/make.log"; exit 1; }
 echo "files made in $((SECONDS - t0)) s"
