@@ -55,7 +55,6 @@ class CpuRunner final : public ModelRunner {
   using ModelRunner::forward;
   Status forward_part(const BatchPlan& plan, const float* x_in, float* x_out, float* logits, float* hidden) override;
   std::string where() const override { return "cpu"; }
-  const LayerRange& layers() const { return range_; }
 
   void set_tap(ActivationTap tap) { tap_ = std::move(tap); }
 
