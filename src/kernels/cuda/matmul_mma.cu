@@ -117,16 +117,23 @@ struct Q8W {
   }
 };
 
-// Q4_K as stored: a step is one pair of sub-blocks (2p, 2p + 1) of a super-block, whose 32 bytes
-// hold sub-block 2p in the low nibbles and 2p + 1 in the high ones.
-struct Q4KW {
+// Q4_K and Q5_K as stored: a step is one pair of sub-blocks (2p, 2p + 1) of a super-block, whose
+// 32 bytes of qs hold sub-block 2p in the low nibbles and 2p + 1 in the high ones. Q5_K adds a
+// fifth bit per weight, bit 2p + c of qh[j] for weight j of sub-block 2p + c: levels 0..31, as
+// exact in F16 as Q4_K's 0..15. Both share the 6-bit scales and mins.
+template <bool kFifthBit>
+struct K45W {
   static constexpr bool kScaled = true, kMin = true, kHalves = false;
+  static constexpr int kBytes = kFifthBit ? kQ5KBytes : kQ4KBytes;
+  static constexpr int kQs = kFifthBit ? 48 : 16;  // after d, dmin, scales[12] (and qh[32])
   __device__ static void load(const uint8_t* w, int64_t rows, int64_t cols, int64_t row, int64_t s, int q, int r,
                               Frag& f) {
-    const uint8_t* b = w + row * (cols / 256) * kQ4KBytes + (s / 4) * kQ4KBytes;
+    const uint8_t* b = w + row * (cols / 256) * kBytes + (s / 4) * kBytes;
     const int p = static_cast<int>(s % 4);
     const uint4 head = __ldg(reinterpret_cast<const uint4*>(b));
-    const uint2 v = __ldg(reinterpret_cast<const uint2*>(b + 16 + 32 * p + 8 * q));
+    const uint2 v = __ldg(reinterpret_cast<const uint2*>(b + kQs + 32 * p + 8 * q));
+    uint2 h = {0, 0};  // qh[8q .. 8q + 7]
+    if constexpr (kFifthBit) h = __ldg(reinterpret_cast<const uint2*>(b + 16 + 8 * q));
     uint8_t sc[12];
     memcpy(sc, reinterpret_cast<const uint8_t*>(&head) + 4, 12);
     const float d = f16_to_f32(static_cast<uint16_t>(head.x & 0xFFFF)), dmin = f16_to_f32(static_cast<uint16_t>(head.x >> 16));
@@ -136,41 +143,18 @@ struct Q4KW {
       quant::k4_scale_min(2 * p + c, sc, &sv, &mv);
       f.scale[c][r] = __fmul_rn(d, static_cast<float>(sv));
       f.min[c][r] = __fmul_rn(dmin, static_cast<float>(mv));
-      const uint32_t lo = ((c == 0 ? v.x : v.x >> 4) & 0x0F0F0F0Fu), hi = ((c == 0 ? v.y : v.y >> 4) & 0x0F0F0F0Fu);
+      uint32_t lo = (c == 0 ? v.x : v.x >> 4) & 0x0F0F0F0Fu, hi = (c == 0 ? v.y : v.y >> 4) & 0x0F0F0F0Fu;
+      if constexpr (kFifthBit) {
+        lo |= ((h.x >> (2 * p + c)) & 0x01010101u) << 4;
+        hi |= ((h.y >> (2 * p + c)) & 0x01010101u) << 4;
+      }
       bytes_to_half(lo, 1024.0f, f.a[c][r][0], f.a[c][r][1]);
       bytes_to_half(hi, 1024.0f, f.a[c][r][2], f.a[c][r][3]);
     }
   }
 };
-
-// Q5_K as stored: Q4_K's scales, mins and nibbles with a fifth bit per weight, bit 2p + c of
-// qh[j] for weight j of sub-block 2p + c; levels 0..31, as exact in F16 as Q4_K's.
-struct Q5KW {
-  static constexpr bool kScaled = true, kMin = true, kHalves = false;
-  __device__ static void load(const uint8_t* w, int64_t rows, int64_t cols, int64_t row, int64_t s, int q, int r,
-                              Frag& f) {
-    const uint8_t* b = w + row * (cols / 256) * kQ5KBytes + (s / 4) * kQ5KBytes;
-    const int p = static_cast<int>(s % 4);
-    const uint4 head = __ldg(reinterpret_cast<const uint4*>(b));
-    const uint2 h = __ldg(reinterpret_cast<const uint2*>(b + 16 + 8 * q));           // qh[8q .. 8q + 7]
-    const uint2 v = __ldg(reinterpret_cast<const uint2*>(b + 48 + 32 * p + 8 * q));  // qs of the pair
-    uint8_t sc[12];
-    memcpy(sc, reinterpret_cast<const uint8_t*>(&head) + 4, 12);
-    const float d = f16_to_f32(static_cast<uint16_t>(head.x & 0xFFFF)), dmin = f16_to_f32(static_cast<uint16_t>(head.x >> 16));
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      uint8_t sv, mv;
-      quant::k4_scale_min(2 * p + c, sc, &sv, &mv);
-      f.scale[c][r] = __fmul_rn(d, static_cast<float>(sv));
-      f.min[c][r] = __fmul_rn(dmin, static_cast<float>(mv));
-      const int bit = 2 * p + c;
-      const uint32_t lo = ((c == 0 ? v.x : v.x >> 4) & 0x0F0F0F0Fu) | (((h.x >> bit) & 0x01010101u) << 4);
-      const uint32_t hi = ((c == 0 ? v.y : v.y >> 4) & 0x0F0F0F0Fu) | (((h.y >> bit) & 0x01010101u) << 4);
-      bytes_to_half(lo, 1024.0f, f.a[c][r][0], f.a[c][r][1]);
-      bytes_to_half(hi, 1024.0f, f.a[c][r][2], f.a[c][r][3]);
-    }
-  }
-};
+using Q4KW = K45W<false>;
+using Q5KW = K45W<true>;
 
 // Q6_K as stored (210-byte blocks, so 2-byte loads): weight e = 128 n + 32 j + l of a
 // super-block is (ql[64 n + 32 (j & 1) + l] >> 4 (j >> 1)) & 15 | ((qh[32 n + l] >> 2 j) & 3) << 4,
