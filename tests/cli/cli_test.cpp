@@ -48,26 +48,30 @@ TEST(Cli, HelpListsCommandsAndFlags) {
   }
 }
 
+// Each `flags` after `base` is a usage error (exit 2) whose output holds `message`.
+void expect_usage_errors(const std::string& base, const std::vector<std::pair<std::string, std::string>>& cases) {
+  for (const auto& [flags, message] : cases) {
+    auto r = run_command(base + flags, true);
+    EXPECT_EQ(r.exit_code, 2) << flags << ": " << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << flags << ": " << r.output;
+  }
+}
+
 // Out-of-range or non-finite sampling values are usage errors naming the flag (the engine's
 // validate(SamplingParams), which the server shares), not silently odd sampling.
 TEST(Cli, BadSamplingValuesAreUsageErrors) {
   LL3_REQUIRE_SHARED();
   const std::string base = ll3() + " run -m " + tiny() + " -p hi -q ";
-  for (const auto& [flags, message] : std::vector<std::pair<std::string, std::string>>{
-           {"--temp nan", "--temp must be a finite number >= 0"},
-           {"--temp -1", "--temp must be a finite number >= 0"},
-           {"-n -5", "-n must be >= 0, or -1"},
-           {"--top-p 0", "--top-p must be in (0, 1]"},
-           {"--top-p inf", "--top-p must be in (0, 1]"},
-           {"--min-p 1.5", "--min-p must be in [0, 1]"},
-           {"--repeat-penalty 0", "--repeat-penalty must be a finite number > 0"},
-           {"--repeat-last-n -2", "--repeat-last-n must be >= -1"},
-           {"--presence-penalty 3", "--presence-penalty must be in [-2, 2]"},
-           {"--frequency-penalty nan", "--frequency-penalty must be in [-2, 2]"}}) {
-    auto r = run_command(base + flags, true);
-    EXPECT_EQ(r.exit_code, 2) << flags << ": " << r.output;
-    EXPECT_NE(r.output.find(message), std::string::npos) << flags << ": " << r.output;
-  }
+  expect_usage_errors(base, {{"--temp nan", "--temp must be a finite number >= 0"},
+                             {"--temp -1", "--temp must be a finite number >= 0"},
+                             {"-n -5", "-n must be >= 0, or -1"},
+                             {"--top-p 0", "--top-p must be in (0, 1]"},
+                             {"--top-p inf", "--top-p must be in (0, 1]"},
+                             {"--min-p 1.5", "--min-p must be in [0, 1]"},
+                             {"--repeat-penalty 0", "--repeat-penalty must be a finite number > 0"},
+                             {"--repeat-last-n -2", "--repeat-last-n must be >= -1"},
+                             {"--presence-penalty 3", "--presence-penalty must be in [-2, 2]"},
+                             {"--frequency-penalty nan", "--frequency-penalty must be in [-2, 2]"}});
   auto ok = run_command(base + "-n 2 --temp 0 --top-p 1 --min-p 0 --presence-penalty -2", true);
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
 }
@@ -77,14 +81,9 @@ TEST(Cli, BadSamplingValuesAreUsageErrors) {
 TEST(Cli, GpuPlacementFlagsAreChecked) {
   LL3_REQUIRE_SHARED();
   const std::string base = ll3() + " run -m " + tiny() + " -p hi -n 1 -q ";
-  for (const auto& [flags, message] : std::vector<std::pair<std::string, std::string>>{
-           {"-ngl -2", "--gpu-layers must be -1 (all), 0 (none) or a layer count"},
-           {"--gpu-memory -1", "--gpu-memory must not be negative"},
-           {"--host-weights mapped", "--host-weights must be cpu or pinned"}}) {
-    auto r = run_command(base + flags, true);
-    EXPECT_EQ(r.exit_code, 2) << flags << ": " << r.output;
-    EXPECT_NE(r.output.find(message), std::string::npos) << flags << ": " << r.output;
-  }
+  expect_usage_errors(base, {{"-ngl -2", "--gpu-layers must be -1 (all), 0 (none) or a layer count"},
+                             {"--gpu-memory -1", "--gpu-memory must not be negative"},
+                             {"--host-weights mapped", "--host-weights must be cpu or pinned"}});
   const std::string backends = run_command(ll3() + " --version").output;
   if (backends.find("cuda (") != std::string::npos && backends.find("no device") == std::string::npos) {
     GTEST_SKIP() << "a CUDA device is usable here: the GPU-less errors are not run";

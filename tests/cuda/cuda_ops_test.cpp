@@ -290,25 +290,38 @@ TEST(CudaOps, AddGatherAndKvStore) {
   }
 }
 
+// A paged F16 cache of n_seqs sequences of max_blocks blocks each, the block ids shuffled over
+// the whole pool (tables: row s holds sequence s's ids), random K and V (seed + 1, seed + 2).
+struct ShuffledCache {
+  std::vector<int32_t> tables;
+  std::vector<uint16_t> k, v;
+};
+ShuffledCache shuffled_cache(int n_seqs, int max_blocks, int bs, int n_kv, int hd, uint32_t seed) {
+  ShuffledCache c;
+  c.tables.resize(static_cast<size_t>(n_seqs) * max_blocks);
+  std::iota(c.tables.begin(), c.tables.end(), 0);
+  std::shuffle(c.tables.begin(), c.tables.end(), std::mt19937(seed));
+  const size_t elems = c.tables.size() * bs * n_kv * hd;
+  const std::vector<float> kf = randn(elems, seed + 1), vf = randn(elems, seed + 2);
+  c.k.resize(elems);
+  c.v.resize(elems);
+  for (size_t i = 0; i < elems; ++i) {
+    c.k[i] = f32_to_f16(kf[i]);
+    c.v[i] = f32_to_f16(vf[i]);
+  }
+  return c;
+}
+
 TEST(CudaOps, PagedDecodeAttentionOverShuffledBlocks) {
   REQUIRE_GPU();
   const int n_heads = 8, n_kv = 2, bs = 16;
   const std::vector<int32_t> lens = {1, 37, 300};
   for (int hd : {64, 128}) {
     const int max_blocks = (300 + bs - 1) / bs;
-    const int n_blocks = 3 * max_blocks;
-    std::vector<int32_t> ids(n_blocks);
-    std::iota(ids.begin(), ids.end(), 0);
-    std::shuffle(ids.begin(), ids.end(), std::mt19937(9));
-    std::vector<int32_t> tables(3 * max_blocks);
-    for (int i = 0; i < 3 * max_blocks; ++i) tables[i] = ids[i];
-    const size_t cache_elems = static_cast<size_t>(n_blocks) * bs * n_kv * hd;
-    const std::vector<float> kf = randn(cache_elems, 10), vf = randn(cache_elems, 11);
-    std::vector<uint16_t> k(cache_elems), v(cache_elems);
-    for (size_t i = 0; i < cache_elems; ++i) {
-      k[i] = f32_to_f16(kf[i]);
-      v[i] = f32_to_f16(vf[i]);
-    }
+    const ShuffledCache cache = shuffled_cache(3, max_blocks, bs, n_kv, hd, 9);
+    const std::vector<int32_t>& tables = cache.tables;
+    const std::vector<uint16_t>& k = cache.k;
+    const std::vector<uint16_t>& v = cache.v;
     const std::vector<float> q = randn(3 * n_heads * hd, 12);
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     Dev<uint16_t> dk(k), dv(v);
@@ -358,20 +371,11 @@ TEST(CudaOps, SplitAttentionMatchesTheWholeAndKeepsBatchInvariance) {
   const std::vector<int32_t> lens = {1, 37, 512, 513, 3000};
   const int n = static_cast<int>(lens.size());
   const int max_blocks = (3000 + bs - 1) / bs, max_chunks = (3000 + chunk - 1) / chunk;
-  const int n_blocks = n * max_blocks;
-  std::vector<int32_t> tables(static_cast<size_t>(n_blocks));
-  std::iota(tables.begin(), tables.end(), 0);
-  std::shuffle(tables.begin(), tables.end(), std::mt19937(4));
-  const size_t cache_elems = static_cast<size_t>(n_blocks) * bs * n_kv * hd;
-  const std::vector<float> kf = randn(cache_elems, 14), vf = randn(cache_elems, 15);
-  std::vector<uint16_t> k(cache_elems), v(cache_elems);
-  for (size_t i = 0; i < cache_elems; ++i) {
-    k[i] = f32_to_f16(kf[i]);
-    v[i] = f32_to_f16(vf[i]);
-  }
+  const ShuffledCache cache = shuffled_cache(n, max_blocks, bs, n_kv, hd, 13);
+  const std::vector<int32_t>& tables = cache.tables;
   const std::vector<float> q = randn(static_cast<size_t>(n) * n_heads * hd, 16);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  Dev<uint16_t> dk(k), dv(v);
+  Dev<uint16_t> dk(cache.k), dv(cache.v);
   Dev<int32_t> dt(tables), dl(lens);
   Dev<float> dq(q), whole(static_cast<size_t>(n) * n_heads * hd), split(static_cast<size_t>(n) * n_heads * hd);
   Dev<float> partials(static_cast<size_t>(n) * n_heads * max_chunks * (hd + 2));

@@ -112,6 +112,33 @@ GpuSetup make_gpu(DType type, int64_t max_batch_tokens) {
   return g;
 }
 
+// One model of `type` and two GPU runners of it over caches of their own: a variant (options b)
+// beside the runner as verified (options a). Runners null on failure, the reason reported.
+struct TwoRunners {
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<KvCache> kv_a, kv_b;
+  GpuPart a, b;  // runner and placement
+};
+TwoRunners two_runners(DType type, const GpuRunnerOptions& a, const GpuRunnerOptions& b) {
+  TwoRunners t;
+  Result<std::unique_ptr<LlamaModel>> m = LlamaModel::load(write_model(type));
+  EXPECT_TRUE(m.ok()) << m.message();
+  if (!m.ok()) return t;
+  t.model = std::move(m.value());
+  t.kv_a = make_kv();
+  t.kv_b = make_kv();
+  Result<GpuPart> ra = make_cuda_runner(*t.model, *t.kv_a, a), rb = make_cuda_runner(*t.model, *t.kv_b, b);
+  EXPECT_TRUE(ra.ok()) << ra.message();
+  EXPECT_TRUE(rb.ok()) << rb.message();
+  if (ra.ok()) t.a = std::move(ra.value());
+  if (rb.ok()) t.b = std::move(rb.value());
+  return t;
+}
+
+bool same_bits(const std::vector<float>& x, const std::vector<float>& y) {
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+}
+
 // One step of one sequence: tokens at positions n_past.., logits of its last row.
 std::vector<float> step(ModelRunner& r, const std::vector<int32_t>& tokens, int32_t n_past,
                         const std::vector<int32_t>& table) {
@@ -263,21 +290,15 @@ TEST(CudaRunner, GraphsGiveTheBitsOfOpByOpSteps) {
   REQUIRE_GPU();
   for (DType type : {DType::Q4_K, DType::F16, DType::F32}) {
     SCOPED_TRACE(dtype_name(type));
-    Result<std::unique_ptr<LlamaModel>> m = LlamaModel::load(write_model(type));
-    ASSERT_TRUE(m.ok()) << m.message();
-    std::unique_ptr<KvCache> kv_plain = make_kv(), kv_graph = make_kv();
     GpuRunnerOptions o;
     o.max_batch_tokens = 64;
-    Result<GpuPart> plain = make_cuda_runner(**m, *kv_plain, o);
-    o.graphs = true;
-    Result<GpuPart> graph = make_cuda_runner(**m, *kv_graph, o);
-    ASSERT_TRUE(plain.ok() && graph.ok()) << plain.message() << graph.message();
-    ModelRunner& a = *plain.value().runner;
-    ModelRunner& b = *graph.value().runner;
+    GpuRunnerOptions og = o;
+    og.graphs = true;
+    TwoRunners r = two_runners(type, o, og);
+    ASSERT_TRUE(r.a.runner && r.b.runner);
     const std::vector<int32_t> t0 = {0, 1}, t1 = {2, 3};
     auto same = [&](const std::vector<int32_t>& tokens, int32_t n_past, const std::vector<int32_t>& table) {
-      const std::vector<float> x = step(a, tokens, n_past, table), y = step(b, tokens, n_past, table);
-      return std::memcmp(x.data(), y.data(), kVocab * sizeof(float)) == 0;
+      return same_bits(step(*r.a.runner, tokens, n_past, table), step(*r.b.runner, tokens, n_past, table));
     };
     EXPECT_TRUE(same(random_tokens(5, 7), 0, t0)) << "5 rows in bucket 8";
     EXPECT_TRUE(same(random_tokens(3, 8), 0, t1)) << "3 rows in bucket 4";
@@ -291,27 +312,24 @@ TEST(CudaRunner, GraphsGiveTheBitsOfOpByOpSteps) {
 // positions attend in one chunk, so a 20-token prompt gives the same bits.
 TEST(CudaRunner, SplitAttentionFollowsTheWholeKernel) {
   REQUIRE_GPU();
-  Result<std::unique_ptr<LlamaModel>> m = LlamaModel::load(write_model(DType::F16));
-  ASSERT_TRUE(m.ok()) << m.message();
-  std::unique_ptr<KvCache> kv_a = make_kv(), kv_b = make_kv();
   GpuRunnerOptions o;
   o.max_batch_tokens = 704;
-  Result<GpuPart> whole = make_cuda_runner(**m, *kv_a, o);
-  o.split_attention = true;
-  Result<GpuPart> split = make_cuda_runner(**m, *kv_b, o);
-  ASSERT_TRUE(whole.ok() && split.ok()) << whole.message() << split.message();
-  ModelRunner& a = *whole.value().runner;
-  ModelRunner& b = *split.value().runner;
+  GpuRunnerOptions os = o;
+  os.split_attention = true;
+  TwoRunners r = two_runners(DType::F16, o, os);
+  ASSERT_TRUE(r.a.runner && r.b.runner);
+  ModelRunner& a = *r.a.runner;
+  ModelRunner& b = *r.b.runner;
   std::vector<int32_t> table(48);
   std::iota(table.begin(), table.end(), 0);
   const std::vector<int32_t> short_table = {50, 51};
-  const std::vector<float> s1 = step(a, random_tokens(20, 30), 0, short_table), s2 = step(b, random_tokens(20, 30), 0, short_table);
-  EXPECT_EQ(0, std::memcmp(s1.data(), s2.data(), kVocab * sizeof(float))) << "one chunk";
+  EXPECT_TRUE(same_bits(step(a, random_tokens(20, 30), 0, short_table), step(b, random_tokens(20, 30), 0, short_table)))
+      << "one chunk";
   const std::vector<int32_t> prompt = random_tokens(700, 31);
   EXPECT_LT(rel_l2(step(b, prompt, 0, table), step(a, prompt, 0, table)), 1e-4) << "700-token prompt";
   for (int32_t i = 0; i < 3; ++i) {
-    EXPECT_LT(rel_l2(step(b, {static_cast<int32_t>(40 + i)}, 700 + i, table), step(a, {static_cast<int32_t>(40 + i)}, 700 + i, table)),
-              1e-4) << "decode " << i;
+    const std::vector<int32_t> token = {40 + i};
+    EXPECT_LT(rel_l2(step(b, token, 700 + i, table), step(a, token, 700 + i, table)), 1e-4) << "decode " << i;
   }
 }
 
@@ -382,25 +400,20 @@ TEST(CudaRunner, PinnedHostWeightsGiveTheBitsOfDeviceWeights) {
   REQUIRE_GPU();
   for (DType type : {DType::Q8_0, DType::Q4_K, DType::F16}) {
     SCOPED_TRACE(dtype_name(type));
-    Result<std::unique_ptr<LlamaModel>> m = LlamaModel::load(write_model(type));
-    ASSERT_TRUE(m.ok()) << m.message();
-    std::unique_ptr<KvCache> kv_dev = make_kv(), kv_host = make_kv();
     GpuRunnerOptions o;
     o.max_batch_tokens = 64;
-    Result<GpuPart> dev = make_cuda_runner(**m, *kv_dev, o);
-    o.gpu_layers = 1;
-    o.host_weights_pinned = true;
-    Result<GpuPart> host = make_cuda_runner(**m, *kv_host, o);
-    ASSERT_TRUE(dev.ok() && host.ok()) << dev.message() << host.message();
-    EXPECT_EQ(host.value().placement.first_layer, 0);
-    EXPECT_EQ(host.value().host_weight_layers, 1);
-    EXPECT_NE(host.value().runner->where().find("pinned host memory"), std::string::npos) << host.value().runner->where();
+    GpuRunnerOptions oh = o;
+    oh.gpu_layers = 1;
+    oh.host_weights_pinned = true;
+    TwoRunners r = two_runners(type, o, oh);
+    ASSERT_TRUE(r.a.runner && r.b.runner);
+    EXPECT_EQ(r.b.placement.first_layer, 0);
+    EXPECT_EQ(r.b.host_weight_layers, 1);
+    EXPECT_NE(r.b.runner->where().find("pinned host memory"), std::string::npos) << r.b.runner->where();
     const std::vector<int32_t> table = {0, 1, 2};
     const std::vector<int32_t> prompt = random_tokens(21, 12);
-    const std::vector<float> a = step(*dev.value().runner, prompt, 0, table), b = step(*host.value().runner, prompt, 0, table);
-    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), kVocab * sizeof(float))) << "prompt";
-    const std::vector<float> c = step(*dev.value().runner, {5}, 21, table), d = step(*host.value().runner, {5}, 21, table);
-    EXPECT_EQ(0, std::memcmp(c.data(), d.data(), kVocab * sizeof(float))) << "decode";
+    EXPECT_TRUE(same_bits(step(*r.a.runner, prompt, 0, table), step(*r.b.runner, prompt, 0, table))) << "prompt";
+    EXPECT_TRUE(same_bits(step(*r.a.runner, {5}, 21, table), step(*r.b.runner, {5}, 21, table))) << "decode";
   }
 }
 

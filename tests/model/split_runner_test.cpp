@@ -154,6 +154,36 @@ TEST(SplitRunner, PartsRefuseTheWrongEnds) {
             whole.forward(BatchPlan{bad, st.seqs, st.rows, {}}, logits.data()).message());
 }
 
+// A block's version tells a device mirror to upload it again. A split's CPU front writes layers
+// no mirror holds (the GPU's are the last ones), so its steps leave the versions alone; the part
+// that runs the last layers counts its writes as changes.
+TEST(SplitRunner, OnlyThePartWithTheLastLayersCountsAsAChangeOfTheBlocks) {
+  LL3_REQUIRE_SHARED();
+  auto m = LlamaModel::load(test::shared_dir() + "/models/tiny-llama3-f32.gguf");
+  ASSERT_TRUE(m.ok()) << m.message();
+  const LlamaModel& model = **m;
+  const int64_t n = model.config.n_layers;
+  std::unique_ptr<KvCache> kv = fresh_kv(model.config);
+  ThreadPool pool(1);
+  const std::vector<Step> steps = two_steps(model.config.n_vocab);
+  const Step& st = steps[0];
+  const BatchPlan plan{st.tokens, st.seqs, st.rows, {}};
+  std::vector<float> logits(st.rows.size() * model.config.n_vocab), x(st.tokens.size() * model.config.dim);
+  auto versions = [&] {
+    std::vector<uint64_t> v;
+    for (const std::vector<int32_t>& t : kTables) v.push_back(kv->version(t[0]));
+    return v;
+  };
+  const std::vector<uint64_t> before = versions();
+  CpuRunner front(model, *kv, pool, 64, true, true, {0, n - 1, false});
+  ASSERT_TRUE(front.forward_part(plan, nullptr, x.data(), nullptr, nullptr).ok());
+  EXPECT_EQ(versions(), before) << "the front's writes";
+  CpuRunner back(model, *kv, pool, 64, true, true, {n - 1, n, true});
+  ASSERT_TRUE(back.forward_part(plan, x.data(), nullptr, logits.data(), nullptr).ok());
+  const std::vector<uint64_t> after = versions();
+  for (size_t s = 0; s < after.size(); ++s) EXPECT_GT(after[s], before[s]) << "sequence " << s << "'s first block";
+}
+
 constexpr int64_t kGiB = int64_t{1} << 30;
 
 GpuNeeds four_layers() {
