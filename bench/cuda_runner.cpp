@@ -137,22 +137,50 @@ struct Stepper {
   }
 };
 
-double copy_bandwidth() {
-  const size_t bytes = size_t{2} << 30;
-  void *a = nullptr, *b = nullptr;
-  if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess) return 0;
-  cudaMemset(a, 1, bytes);
+// The fastest of five runs of `pass` after a warm-up, in seconds (0 when it fails).
+template <class F>
+double best_of_five(F pass) {
   double best = 1e30;
   for (int i = 0; i < 6; ++i) {
     cudaDeviceSynchronize();
     const double t0 = now();
-    cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
+    if (!pass()) return 0;
     cudaDeviceSynchronize();
     if (i > 0) best = std::min(best, now() - t0);
   }
+  return best;
+}
+
+constexpr size_t kProbeBytes = size_t{2} << 30;
+
+// Bytes read and written per second by a device-to-device copy of 2 GiB.
+double copy_bandwidth() {
+  void *a = nullptr, *b = nullptr;
+  double s = 0;
+  if (cudaMalloc(&a, kProbeBytes) == cudaSuccess && cudaMalloc(&b, kProbeBytes) == cudaSuccess) {
+    cudaMemset(a, 1, kProbeBytes);
+    s = best_of_five([&] { return cudaMemcpy(b, a, kProbeBytes, cudaMemcpyDeviceToDevice) == cudaSuccess; });
+  }
   cudaFree(a);
   cudaFree(b);
-  return 2.0 * bytes / best / 1e9;
+  return s > 0 ? 2.0 * kProbeBytes / s / 1e9 : 0;
+}
+
+// Bytes read per second by cuda::read_probe over 2 GiB, 16 blocks per multiprocessor.
+double read_bandwidth() {
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  const int blocks = 16 * std::max(1, sms);
+  void *a = nullptr, *out = nullptr;
+  double s = 0;
+  if (cudaMalloc(&a, kProbeBytes) == cudaSuccess && cudaMalloc(&out, blocks * sizeof(uint32_t)) == cudaSuccess) {
+    cudaMemset(a, 1, kProbeBytes);
+    cudaMemset(out, 0, blocks * sizeof(uint32_t));
+    s = best_of_five([&] { return cuda::read_probe(a, kProbeBytes, static_cast<uint32_t*>(out), blocks, nullptr).ok(); });
+  }
+  cudaFree(a);
+  cudaFree(out);
+  return s > 0 ? kProbeBytes / s / 1e9 : 0;
 }
 
 // pp512 and tg32 of the model split at each -ngl of `list`, one row each.
@@ -184,28 +212,6 @@ void ngl_sweep(const LlamaModel& m, KvCache& kv, const std::string& name, const 
   }
 }
 
-// Bytes read per second by cuda::read_probe over 2 GiB, best of five passes.
-double read_bandwidth() {
-  const size_t bytes = size_t{2} << 30;
-  void *a = nullptr, *o = nullptr;
-  constexpr int kBlocks = 132 * 16;
-  if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&o, kBlocks * sizeof(uint32_t)) != cudaSuccess) return 0;
-  auto* out = static_cast<uint32_t*>(o);
-  cudaMemset(a, 1, bytes);
-  cudaMemset(out, 0, kBlocks * sizeof(uint32_t));
-  double best = 1e30;
-  for (int i = 0; i < 6; ++i) {
-    cudaDeviceSynchronize();
-    const double t0 = now();
-    if (!cuda::read_probe(a, bytes, out, kBlocks, nullptr).ok()) break;
-    cudaDeviceSynchronize();
-    if (i > 0) best = std::min(best, now() - t0);
-  }
-  cudaFree(a);
-  cudaFree(out);
-  return best < 1e30 ? bytes / best / 1e9 : 0;
-}
-
 // tg128 and 32-sequence decode of `m` with CUDA graphs, one line beside the op-by-op figures.
 void with_graphs(const LlamaModel& m, KvCache& kv, const std::string& name, double tg_plain, double agg32_plain) {
   GpuRunnerOptions go;
@@ -220,7 +226,7 @@ void with_graphs(const LlamaModel& m, KvCache& kv, const std::string& name, doub
   s.step(0, 1, 512, 0);
   double tg = 0;
   for (int i = 0; i < 128; ++i) tg += s.step(0, 1, 1, 512 + i);
-  for (int first = 0; first < 32; first += 32) s.step(first, 32, 16, 0);
+  s.step(0, 32, 16, 0);  // 16-token prompts of sequences 0..31
   double t32 = 0;
   for (int i = 0; i < 16; ++i) t32 += s.step(0, 32, 1, 16 + i);
   std::printf("\nCUDA graphs (LL3_CUDA_GRAPHS=1), %s: tg128 %.1f t/s (op by op %.1f), 32 sequences %.0f t/s (op by op %.0f)\n",
