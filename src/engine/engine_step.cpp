@@ -114,7 +114,9 @@ void Engine::Impl::handle_token(Seq* s, int32_t t, int64_t pos, const RowLogprob
     finish(s, FinishReason::kStop);
   } else if (!keep) {
     finish(s, FinishReason::kCancelled);
-  } else if ((s->req.max_tokens >= 0 && s->n_generated >= s->req.max_tokens) || pos + 1 > max_seq_tokens) {
+  } else if ((s->req.max_tokens >= 0 && s->n_generated >= s->req.max_tokens) || pos + 1 >= max_seq_tokens) {
+    // (pos + 1: the prompt and generated tokens so far, at most the sequence's max_seq_tokens,
+    // as with a max_tokens given: what /v1/models' max_model_len promises.)
     finish(s, FinishReason::kLength);
   } else {
     s->keep_limit = INT64_MAX;

@@ -62,6 +62,7 @@ struct HttpServer::Impl {
   std::mutex mu;
   std::unordered_map<uint64_t, std::weak_ptr<Connection>> conns;
   std::function<void(int)> signal_fn;
+  std::vector<int> early_signals;  // caught before on_signal gave a handler: delivered to it then
   std::atomic<uint64_t> next_conn{1};
   std::atomic<int64_t> open{0}, total{0};
   // false once the threads are joined: exchanges outliving the server post nothing.
@@ -573,6 +574,7 @@ void HttpServer::Impl::wait_signal() {
     {
       std::lock_guard<std::mutex> lk(mu);
       fn = signal_fn;
+      if (!fn) early_signals.push_back(sig);
     }
     if (fn) fn(sig);
     wait_signal();
@@ -636,8 +638,15 @@ void HttpServer::post(std::function<void()> fn) {
 }
 
 void HttpServer::on_signal(std::function<void(int)> fn) {
-  std::lock_guard<std::mutex> lk(impl_->mu);
-  impl_->signal_fn = std::move(fn);
+  // A SIGTERM that came between start() and now (a process stopped while it starts) still
+  // counts: lost, it would leave a server running that its supervisor asked to stop.
+  std::vector<int> early;
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    impl_->signal_fn = fn;
+    early.swap(impl_->early_signals);
+  }
+  for (int sig : early) fn(sig);
 }
 
 void HttpServer::stop_accepting() {

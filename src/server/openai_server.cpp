@@ -227,6 +227,13 @@ void OpenAiServer::Impl::access_log(const AccessRecord& r) {
 }
 
 void OpenAiServer::Impl::on_signal(int sig) {
+  // Nothing runs and nothing is to be saved before the model is loaded: stop at once rather
+  // than after a load that may take minutes (the supervisor's grace period would run out).
+  if (!ready) {
+    std::fprintf(stderr, "ll3 serve: %s received while the model loads; exiting\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    std::fflush(stderr);
+    std::_Exit(0);
+  }
   std::lock_guard<std::mutex> lk(mu);
   ++signals;
   std::fprintf(stderr, "ll3 serve: %s received%s\n", sig == SIGINT ? "SIGINT" : "SIGTERM",

@@ -158,6 +158,8 @@ TEST(Cli, Avx2DecodePanelsMatchTheRowLayout) {
   ASSERT_EQ(load.exit_code, 0) << load.output;
   EXPECT_NE(load.output.find("matrices in decode panels"), std::string::npos) << load.output;
   nlohmann::json p = nlohmann::json::parse(panels.output), r = nlohmann::json::parse(rows.output);
+  ASSERT_EQ(p["greedy"].size(), 12u) << panels.output;
+  ASSERT_EQ(p["positions"].size(), 6u) << panels.output;
   EXPECT_EQ(p["greedy"], r["greedy"]);
   ASSERT_EQ(p["positions"].size(), r["positions"].size());
   for (size_t i = 0; i < p["positions"].size(); ++i) {

@@ -4,6 +4,8 @@
 // filling it. Without a CUDA device every test skips and says why (the runner still compiles).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -154,6 +156,8 @@ std::vector<float> step(ModelRunner& r, const std::vector<int32_t>& tokens, int3
   std::vector<float> logits(kVocab);
   Status st = r.forward(p, logits.data());
   EXPECT_TRUE(st.ok()) << st.message();
+  // The comparisons of two runs' bits must not be of two untouched (zero) buffers.
+  EXPECT_TRUE(std::any_of(logits.begin(), logits.end(), [](float v) { return v != 0.0f; })) << "forward wrote no logits";
   return logits;
 }
 

@@ -22,17 +22,17 @@ start_ll3 --alias a --no-access-log
 url_a="$LL3_URL" pid_a="$LL3_PID"
 start_ll3 --alias b --no-access-log
 url_b="$LL3_URL"
-port="$(free_port)"
 grep -q '^    bind :8080$' "$cfg" && grep -q '^    server-template ' "$cfg" || die "the config's bind / server-template lines moved; update this test"
-sed -e "s|^    bind :8080$|    bind 127.0.0.1:$port|" \
-    -e "s|^    server-template .*|    server a ${url_a#http://} check\n    server b ${url_b#http://} check|" \
-    "$cfg" >"$TMP/haproxy.cfg"
-haproxy -c -q -f "$TMP/haproxy.cfg" || die "the test's copy of the config does not parse"
-timeout 120 haproxy -db -f "$TMP/haproxy.cfg" >"$TMP/haproxy.log" 2>&1 &
-hap_pid=$!
-on_exit "kill $hap_pid; wait $hap_pid"
-LB="http://127.0.0.1:$port"
-wait_200 "$LB/health" 20 || die "HAProxy did not answer: $(cat "$TMP/haproxy.log")"
+launch_haproxy() {  # the shipped config with this port and these two replicas
+  sed -e "s|^    bind :8080$|    bind 127.0.0.1:$1|" \
+      -e "s|^    server-template .*|    server a ${url_a#http://} check\n    server b ${url_b#http://} check|" \
+      "$cfg" >"$TMP/haproxy.cfg"
+  haproxy -c -q -f "$TMP/haproxy.cfg" || { echo "the test's copy of the config does not parse"; exit 1; }
+  exec haproxy -db -f "$TMP/haproxy.cfg"
+}
+start_listener HAProxy "$TMP/haproxy.log" launch_haproxy
+LB="http://127.0.0.1:$PORT"
+wait_200 "$LB/health" 20 "$BG_PID" || die "HAProxy did not answer: $(cat "$TMP/haproxy.log")"
 
 # Which replica answers a completion (its alias is the response's model).
 who() {  # who [SESSION]
@@ -58,8 +58,7 @@ for _ in $(seq 1 12); do nohdr+="$(who)"; done
 log "without the header: $nohdr"
 
 # Replica a stops: after the failed checks (inter 2s, fall 2) every session is answered by b.
-kill "$pid_a"
-wait "$pid_a" 2>/dev/null || true
+stop_pid "$pid_a"
 until=$((SECONDS + 15))
 while ((SECONDS < until)); do
   ok=1

@@ -19,7 +19,8 @@ for d in "$REPO"/deploy/kubernetes/overlays/*/; do overlays+=("overlays/$(basena
 for o in "${overlays[@]}"; do
   out="$TMP/$(echo "$o" | tr / -).yaml"
   render "$o" "$out"
-  log "$o: $(validate "$out")" || die "$o does not validate: $(validate "$out")"
+  res="$(validate "$out")" || die "$o does not validate: $res"
+  log "$o: $res"
 done
 
 # All components at once (keda, not hpa: both would own the replica count), as
@@ -38,8 +39,9 @@ components:
   - $rel/components/sessions
   - $rel/components/monitoring
 EOF
-kubectl kustomize "$TMP/combined" >"$TMP/combined.yaml" || die "the combined kustomization does not render"
-log "gpu+keda+sessions+monitoring: $(validate "$TMP/combined.yaml")" || die "combined: $(validate "$TMP/combined.yaml")"
+timeout 60 kubectl kustomize "$TMP/combined" >"$TMP/combined.yaml" || die "the combined kustomization does not render"
+res="$(validate "$TMP/combined.yaml")" || die "combined: $res"
+log "gpu+keda+sessions+monitoring: $res"
 
 # What the overlays must say, beyond the schema.
 grep -q "sessionAffinity: ClientIP" "$TMP/overlays-sessions.yaml" || die "sessions: no ClientIP session affinity"

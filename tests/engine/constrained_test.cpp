@@ -113,6 +113,8 @@ TEST(EngineConstrained, ConstrainedRequestsBatchedGiveTheirSoloTokens) {
   for (uint32_t seed = 1; seed <= 8; ++seed) {
     Result<Engine::Completion> c = e->generate(constrained(g, seed, 120, seed % 2 ? 0.0f : 0.9f));
     ASSERT_TRUE(c.ok());
+    ASSERT_FALSE(c->tokens.empty()) << "seed " << seed;
+    expect_person(c->text);
     solo.push_back(std::move(*c));
   }
   // The same 8 at once, beside 8 unconstrained streams.
@@ -165,6 +167,7 @@ TEST(EngineConstrained, JsonObjectAndLogprobs) {
   nlohmann::json j = nlohmann::json::parse(c->text, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << c->text;
   EXPECT_TRUE(j.is_object()) << c->text;
+  ASSERT_FALSE(c->events.empty());
   for (const TokenEvent& ev : c->events) {
     EXPECT_LE(ev.logprob, 0.0f);
     EXPECT_EQ(ev.top_logprobs.size(), 3u);

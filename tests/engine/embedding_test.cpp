@@ -148,9 +148,16 @@ TEST(EmbeddingEngine, BatchedEqualsAloneAndLeavesGenerationsAlone) {
   ASSERT_TRUE(gen_alone.ok());
 
   // Generations first (decoding when the embeddings arrive), then the embeddings together.
+  const int64_t generated_before = e->stats().generated_tokens;
   std::vector<std::future<Result<Engine::Completion>>> gens;
   for (int i = 0; i < 3; ++i) gens.push_back(std::async(std::launch::async, [&] { return e->generate(test::greedy(g, 24)); }));
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Until all three decode (each has a token; none can have its 24 by then on a busy machine
+  // either: the embeddings' prompts arrive within a step or two).
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       e->stats().generated_tokens < generated_before + 3 && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_GE(e->stats().generated_tokens, generated_before + 3) << "the generations did not start within 60 s";
   Pending pb = submit_embedding(*e, embedding_request(b, Pooling::kMean));
   Pending pm = submit_embedding(*e, embedding_request(a, Pooling::kMean));
   Pending pl = submit_embedding(*e, embedding_request(a, Pooling::kLast));
@@ -160,7 +167,13 @@ TEST(EmbeddingEngine, BatchedEqualsAloneAndLeavesGenerationsAlone) {
     ASSERT_TRUE(c.ok());
     EXPECT_EQ(c.value().tokens, gen_alone.value().tokens);
   }
-  ASSERT_EQ(pm.vec->size(), mean_alone.size());
+  const size_t n_embd = static_cast<size_t>(test::engine_model()->n_embd());
+  ASSERT_EQ(mean_alone.size(), n_embd);
+  ASSERT_EQ(last_alone.size(), n_embd);
+  ASSERT_EQ(b_alone.size(), n_embd);
+  ASSERT_EQ(pm.vec->size(), n_embd);
+  ASSERT_EQ(pl.vec->size(), n_embd);
+  ASSERT_EQ(pb.vec->size(), n_embd);
   EXPECT_EQ(std::memcmp(pm.vec->data(), mean_alone.data(), mean_alone.size() * sizeof(float)), 0);
   EXPECT_EQ(std::memcmp(pl.vec->data(), last_alone.data(), last_alone.size() * sizeof(float)), 0);
   EXPECT_EQ(std::memcmp(pb.vec->data(), b_alone.data(), b_alone.size() * sizeof(float)), 0);
@@ -175,6 +188,7 @@ TEST(EmbeddingEngine, CachedPrefixIsRecomputed) {
   ASSERT_NE(e, nullptr);
   const std::vector<int32_t> a = test::random_prompt(100, 4);
   const std::vector<float> first = embed(*e, embedding_request(a, Pooling::kMean));
+  ASSERT_EQ(first.size(), static_cast<size_t>(test::engine_model()->n_embd()));
   ASSERT_TRUE(e->generate(test::greedy(a, 2)).ok());  // its blocks cached
   Pending p = submit_embedding(*e, embedding_request(a, Pooling::kMean));
   const FinishInfo f = p.fin.get();

@@ -84,6 +84,9 @@ std::vector<std::vector<int32_t>> solo_results(const std::vector<Request>& reqs,
   for (const Request& r : reqs) {
     Result<Engine::Completion> c = e->generate(r);
     EXPECT_TRUE(c.ok()) << c.message();
+    // Every request here is greedy() (past end-of-generation tokens): all its tokens come, so
+    // the batched runs are compared with something.
+    if (c.ok()) EXPECT_EQ(static_cast<int64_t>(c->tokens.size()), r.max_tokens);
     out.push_back(c.ok() ? c->tokens : std::vector<int32_t>{});
   }
   return out;
@@ -248,6 +251,28 @@ TEST(Engine, GpuLayersAreCheckedAndFallBackOnlyWhenNotAskedFor) {
     ASSERT_FALSE(gpu.ok()) << "a GPU asked for, none usable";
     EXPECT_NE(gpu.message().find("--gpu-layers"), std::string::npos) << gpu.message();
   }
+}
+
+// Without max_tokens a generation runs to the end of the context: prompt and generated tokens
+// together are exactly what a sequence holds, as they are with the largest max_tokens allowed.
+TEST(Engine, WithoutMaxTokensTheGenerationEndsWithTheContext) {
+  REQUIRE_MODEL();
+  EngineOptions o;
+  o.ctx = 256;
+  std::unique_ptr<Engine> e = make(o);
+  const int64_t hold = e->stats().max_seq_tokens;
+  ASSERT_EQ(hold, 256);
+  Request open_ended = greedy(random_prompt(200, 4), -1);
+  open_ended.ignore_eos = true;
+  Result<Engine::Completion> c = e->generate(open_ended);
+  ASSERT_TRUE(c.ok()) << c.message();
+  EXPECT_EQ(c->finish.reason, FinishReason::kLength);
+  EXPECT_EQ(200 + static_cast<int64_t>(c->tokens.size()), hold);
+  Request largest = greedy(random_prompt(200, 4), hold - 200);
+  largest.ignore_eos = true;
+  Result<Engine::Completion> d = e->generate(largest);
+  ASSERT_TRUE(d.ok()) << d.message();
+  EXPECT_EQ(d->tokens, c->tokens);
 }
 
 TEST(Engine, RejectsAtSubmitWhatCanNeverRunOrDoesNotFitTheQueue) {

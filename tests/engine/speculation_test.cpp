@@ -294,6 +294,7 @@ std::vector<std::vector<int32_t>> run_all(Engine& e, const std::vector<std::vect
     for (auto& d : done) d.get_future().wait();
   }
   e.wait_idle();
+  for (const auto& o : out) EXPECT_EQ(static_cast<int64_t>(o.size()), n) << "greedy past end-of-generation: every token comes";
   return out;
 }
 
@@ -415,6 +416,7 @@ TEST(Speculation, LogprobsAreTheOnesWithoutIt) {
   r.logprobs = true;
   r.top_logprobs = 3;
   const Engine::Completion a = complete(*plain, r), b = complete(*spec, r);
+  ASSERT_EQ(a.events.size(), 24u);
   ASSERT_EQ(a.events.size(), b.events.size());
   for (size_t i = 0; i < a.events.size(); ++i) {
     EXPECT_EQ(a.events[i].logprob, b.events[i].logprob) << i;
@@ -452,7 +454,9 @@ TEST(Speculation, SampledTokensFollowTheModelsDistribution) {
       r.sampling.seed = seed0 + static_cast<uint64_t>(i);
       Result<Engine::Completion> c = e.generate(std::move(r));
       EXPECT_TRUE(c.ok());
-      if (!c.ok() || c->tokens.size() != 3) continue;
+      if (!c.ok()) continue;
+      EXPECT_EQ(c->tokens.size(), 3u);
+      if (c->tokens.size() != 3) continue;
       for (size_t k = 0; k < 3; ++k) ++counts[k][c->tokens[k]];
     }
     return counts;

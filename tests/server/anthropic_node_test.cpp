@@ -41,6 +41,7 @@ TEST(AnthropicNode, OfficialSdk) {
   r.sampling.temperature = 0;
   Result<Engine::Completion> want = reference_engine().generate(r);
   ASSERT_TRUE(want.ok()) << want.message();
+  ASSERT_FALSE(want->text.empty()) << "the script compares the client's text with this one";
   const std::string expect = temp_dir() + "/anthropic_expect.json";
   write_file(expect, json({{"model", "small-llama31"},
                            {"system", system},

@@ -310,6 +310,7 @@ Expected expected(HttpClient& c, const ojson& messages, int64_t max_tokens, cons
   EXPECT_EQ(t.status, 200) << t.body;
   Expected x;
   x.prompt = t.body_json()["tokens"].get<std::vector<int32_t>>();
+  EXPECT_FALSE(x.prompt.empty()) << t.body;
   Request r;
   r.tokens = x.prompt;
   r.max_tokens = max_tokens;
@@ -344,6 +345,7 @@ TEST(AnthropicServer, GreedyTextEqualsTheEngineAndChatCompletions) {
                      {"messages", user_turn("Name three rivers of Europe.")}, {"metadata", {{"user_id", "x"}}}};
   const json openai_messages = {{{"role", "system"}, {"content", "You are terse."}}, {{"role", "user"}, {"content", "Name three rivers of Europe."}}};
   const Expected want = expected(c, ordered(openai_messages), 12);
+  ASSERT_FALSE(want.out.text.empty()) << "the engine's greedy answer is the reference: it must say something";
   Reply r = post_messages(c, body);
   ASSERT_EQ(r.status, 200) << r.body;
   const json m = r.body_json();
@@ -399,6 +401,7 @@ TEST(AnthropicServer, StreamIsAnthropicsEventSequence) {
   EXPECT_EQ(e[n - 2].first, "message_delta");
   EXPECT_EQ(e[n - 1].first, "message_stop");
   const json p = plain.body_json();
+  ASSERT_FALSE(text_of(p).empty()) << plain.body;
   EXPECT_EQ(text, text_of(p));
   EXPECT_EQ(e[n - 2].second["delta"]["stop_reason"], p["stop_reason"]);
   EXPECT_EQ(e[n - 2].second["usage"]["output_tokens"], p["usage"]["output_tokens"]);
@@ -444,10 +447,9 @@ TEST(AnthropicServer, StopSequencesAndMaxTokens) {
   // max_tokens reached.
   Reply m = post_messages(c, {{"max_tokens", 2}, {"temperature", 0}, {"messages", messages}});
   ASSERT_EQ(m.status, 200) << m.body;
-  if (want.out.finish.completion_tokens > 2) {
-    EXPECT_EQ(m.body_json()["stop_reason"], "max_tokens");
-    EXPECT_EQ(m.body_json()["usage"]["output_tokens"], 2);
-  }
+  ASSERT_GT(want.out.finish.completion_tokens, 2) << "the answer must be longer than the cut";
+  EXPECT_EQ(m.body_json()["stop_reason"], "max_tokens");
+  EXPECT_EQ(m.body_json()["usage"]["output_tokens"], 2);
 }
 
 const ojson& weather_tool_openai() {
@@ -467,6 +469,7 @@ void expect_same_answer(const json& message, const json& choice) {
   if (choice["finish_reason"] == "tool_calls") {
     EXPECT_EQ(message["stop_reason"], "tool_use") << message.dump();
     const json& calls = choice["message"]["tool_calls"];
+    ASSERT_FALSE(calls.empty()) << choice.dump();
     std::vector<json> uses;
     for (const json& b : message["content"]) {
       if (b["type"] == "tool_use") uses.push_back(b);
@@ -489,8 +492,9 @@ TEST(AnthropicServer, ToolsRenderAndAnswer) {
   const json messages = user_turn("Weather in Paris?");
   const Expected want = expected(c, ordered(messages), 8, weather_tool_openai());
   for (const json& choice : {json{{"type", "auto"}}, json{{"type", "any"}}, json{{"type", "tool"}, {"name", "get_weather"}}}) {
-    ojson body = {{"max_tokens", 8}, {"temperature", 0}, {"messages", ordered(messages)}, {"tools", weather_tool()}, {"tool_choice", ordered(choice)}};
-    ojson openai = {{"max_tokens", 8}, {"temperature", 0}, {"messages", ordered(messages)}, {"tools", weather_tool_openai()}};
+    const int max_tokens = choice["type"] == "auto" ? 8 : 64;  // room for a whole forced call
+    ojson body = {{"max_tokens", max_tokens}, {"temperature", 0}, {"messages", ordered(messages)}, {"tools", weather_tool()}, {"tool_choice", ordered(choice)}};
+    ojson openai = {{"max_tokens", max_tokens}, {"temperature", 0}, {"messages", ordered(messages)}, {"tools", weather_tool_openai()}};
     openai["tool_choice"] = choice["type"] == "auto" ? ojson("auto")
                             : choice["type"] == "any" ? ojson("required")
                                                       : ojson{{"type", "function"}, {"function", {{"name", "get_weather"}}}};
@@ -502,6 +506,11 @@ TEST(AnthropicServer, ToolsRenderAndAnswer) {
     EXPECT_EQ(m["usage"]["input_tokens"].get<int64_t>() + m["usage"]["cache_read_input_tokens"].get<int64_t>(),
               static_cast<int64_t>(want.prompt.size()))
         << "the tools are in the prompt, as on the OpenAI route";
+    if (choice["type"] != "auto") {
+      // A forced call is enforced while sampling: both routes make it.
+      EXPECT_EQ(o.body_json()["choices"][0]["finish_reason"], "tool_calls") << o.body;
+      EXPECT_EQ(m["stop_reason"], "tool_use") << r.body;
+    }
     expect_same_answer(m, o.body_json()["choices"][0]);
     // Streamed: the same blocks.
     body["stream"] = true;
@@ -518,6 +527,7 @@ TEST(AnthropicServer, ToolsRenderAndAnswer) {
     }
     EXPECT_EQ(stop, m["stop_reason"]);
     EXPECT_EQ(text, text_of(m));
+    if (choice["type"] != "auto") EXPECT_EQ(stop, "tool_use");
     if (stop == "tool_use") EXPECT_EQ(json::parse(input), m["content"].back()["input"]);
   }
   Reply n = post_ordered(c, "/v1/messages/count_tokens", {{"messages", ordered(messages)}, {"tools", weather_tool()}});

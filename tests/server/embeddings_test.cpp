@@ -132,6 +132,7 @@ TEST(ServerEmbeddings, MainServerMatchesAnEngine) {
   std::future<void> f = done->get_future();
   ASSERT_TRUE(reference_engine().submit(std::move(q)).ok());
   f.wait();
+  ASSERT_EQ(vec->size(), 256u) << "the engine gave no vector";
   server::l2_normalize(vec.get());
   EXPECT_EQ(r.body_json()["data"][0]["embedding"].get<std::vector<float>>(), *vec);
 }
@@ -153,6 +154,7 @@ TEST(ServerEmbeddings, Base64DecodesToTheFloats) {
     const std::vector<float> want = f.body_json()["data"][i]["embedding"].get<std::vector<float>>();
     const std::vector<float> got = decode_base64_floats(e.get<std::string>());
     ASSERT_EQ(got.size(), 256u);
+    ASSERT_EQ(want.size(), got.size());
     EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0) << i;
   }
 }

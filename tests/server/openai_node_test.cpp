@@ -36,6 +36,7 @@ TEST(ServerOpenAiNode, OfficialClient) {
   r.sampling.temperature = 0;
   Result<Engine::Completion> want = (*e)->generate(r);
   ASSERT_TRUE(want.ok());
+  ASSERT_FALSE(want->text.empty()) << "the script compares the client's text with this one";
   const std::string expect = temp_dir() + "/expect.json";
   write_file(expect, json({{"model", "small-llama31"}, {"prompt_tokens", prompt}, {"max_tokens", 10}, {"text", want->text}}).dump());
   CommandResult res = run_command("node " + js + "/openai_client_test.mjs " + main_server()->url() + " " + kKey + " " + expect, true);

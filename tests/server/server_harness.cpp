@@ -21,6 +21,8 @@
 #include <sstream>
 #include <thread>
 
+#include <gtest/gtest.h>
+
 #include "test_support.h"
 
 namespace ll3::test {
@@ -38,11 +40,12 @@ ServeProcess::ServeProcess(const std::vector<std::string>& args, bool wait_ready
   log_path_ = temp_dir() + "/serve.log";
   std::vector<std::string> argv = {ll3_binary(), "serve", "--port", "0", "--host", "127.0.0.1"};
   argv.insert(argv.end(), args.begin(), args.end());
+  write_file(log_path_, "");  // before the fork: the log exists whenever it is read
   pid_ = fork();
   if (pid_ == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlives a test binary that was killed
     const int out = open("/dev/null", O_WRONLY);
-    const int err = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = open(log_path_.c_str(), O_WRONLY | O_APPEND);
     dup2(out, 1);
     dup2(err, 2);
     std::vector<char*> cargv;
@@ -53,31 +56,59 @@ ServeProcess::ServeProcess(const std::vector<std::string>& args, bool wait_ready
   }
   const double deadline = now_s() + 60;
   const std::string marker = "listening on http://127.0.0.1:";
-  while (now_s() < deadline && port_ == 0) {
+  while (port_ == 0 && !exited()) {
     const std::string l = log();
     const size_t at = l.find(marker);
     if (at != std::string::npos && l.find('\n', at) != std::string::npos) {
       port_ = std::atoi(l.c_str() + at + marker.size());
       break;
     }
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      return;
-    }
+    if (now_s() > deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  if (!wait_ready || port_ == 0) return;
+  if (port_ == 0) {
+    report(exited() ? "exited before it said its port" : "did not say its port within 60 s");
+    return;
+  }
+  if (!wait_ready) return;
   const double ready_deadline = now_s() + 120;
-  while (now_s() < ready_deadline) {
+  while (!exited()) {
     HttpClient c(port_);
     if (c.request("GET", "/health").status == 200) return;
+    if (now_s() > ready_deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   port_ = 0;
+  report("did not answer /health with 200 within 120 s");
+}
+
+// Reaps the process if it has exited (keeping its status); true once it has.
+bool ServeProcess::exited() {
+  if (pid_ <= 0) return true;
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) != pid_) return false;
+  pid_ = -1;
+  status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return true;
+}
+
+// Says on stderr why the server is not (or no longer) usable, with the end of its log, so that
+// the failing test shows it whatever it asserts.
+void ServeProcess::report(const std::string& what) {
+  if (reported_) return;
+  reported_ = true;
+  std::string l = log();
+  if (l.size() > 6000) l = "...\n" + l.substr(l.size() - 6000);
+  std::string state = status_ >= 0 ? "exited with status " + std::to_string(status_) : "pid " + std::to_string(pid_);
+  std::fprintf(stderr, "ll3 serve (%s) %s; its log (%s):\n%s\n", state.c_str(), what.c_str(), log_path_.c_str(), l.c_str());
 }
 
 ServeProcess::~ServeProcess() {
+  if (!stopped_ && exited()) {
+    report("exited before the test ended");
+  } else if (::testing::Test::HasFailure()) {
+    report("ran while the test failed");
+  }
   if (pid_ > 0) {
     kill(pid_, SIGKILL);
     int status = 0;
@@ -94,20 +125,18 @@ std::string ServeProcess::log() const {
 }
 
 void ServeProcess::signal(int sig) {
+  stopped_ = true;
   if (pid_ > 0) kill(pid_, sig);
 }
 
 int ServeProcess::wait(double timeout_s) {
+  stopped_ = true;
   const double deadline = now_s() + timeout_s;
-  while (pid_ > 0 && now_s() < deadline) {
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    }
+  while (!exited()) {
+    if (now_s() > deadline) return -1;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return -1;
+  return status_;
 }
 
 json Reply::body_json() const { return json::parse(body, nullptr, false); }

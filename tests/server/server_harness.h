@@ -23,8 +23,10 @@ using json = nlohmann::json;
 
 class ServeProcess {
  public:
-  // Starts `ll3 serve --port 0 <args>`; waits for the port, and (wait_ready) for /health 200.
-  // ok() tells whether it came up; log() is its stderr.
+  // Starts `ll3 serve --port 0 <args>`; waits for the port, and (wait_ready) for /health 200,
+  // each with a deadline, and no longer than the process lives. ok() tells whether it came up;
+  // log() is its stderr. When it does not come up, exits before the end without signal() or
+  // wait(), or runs while the test fails, its log goes to stderr.
   ServeProcess(const std::vector<std::string>& args, bool wait_ready = true);
   ~ServeProcess();  // SIGKILL if still running
   bool ok() const { return port_ > 0; }
@@ -37,8 +39,13 @@ class ServeProcess {
   pid_t pid() const { return pid_; }
 
  private:
+  bool exited();
+  void report(const std::string& what);
   pid_t pid_ = -1;
   int port_ = 0;
+  int status_ = -1;       // the exit status, once reaped
+  bool stopped_ = false;  // signal() or wait() called: an exit is expected
+  bool reported_ = false;
   std::string log_path_;
 };
 

@@ -149,25 +149,32 @@ std::string artifact_dir() {
   return (std::filesystem::path(ll3_binary()).parent_path() / "test-artifacts" / "webui").string();
 }
 
+// Debian's chromium (or $LL3_CHROMIUM) when it and playwright-core are there; "" otherwise.
+std::string browser() {
+  const char* env = std::getenv("LL3_CHROMIUM");
+  const std::string chromium = env != nullptr && *env != '\0' ? env : "/usr/bin/chromium";
+  const std::string js = source_dir() + "/tests/server/js";
+  if (run_command("command -v node").exit_code != 0 || !std::filesystem::exists(js + "/node_modules/playwright-core/package.json") ||
+      !std::filesystem::exists(chromium)) {
+    return "";
+  }
+  return chromium;
+}
+
+#define REQUIRE_BROWSER(chromium)                                                                            \
+  const std::string chromium = browser();                                                                    \
+  if (chromium.empty()) {                                                                                    \
+    if (in_ci()) FAIL() << "node, playwright-core or chromium is missing (scripts/setup.sh installs them)"; \
+    GTEST_SKIP() << "node, tests/server/js/node_modules (npm ci) or chromium is missing";                    \
+  }
+
 TEST(WebUiBrowser, ChatInChromium) {
   REQUIRE_SERVER();
-  const std::string js = source_dir() + "/tests/server/js";
-  const char* chromium_env = std::getenv("LL3_CHROMIUM");
-  const std::string chromium =
-      chromium_env != nullptr && *chromium_env != '\0' ? chromium_env : "/usr/bin/chromium";
-  if (run_command("command -v node").exit_code != 0 ||
-      !std::filesystem::exists(js + "/node_modules/playwright-core/package.json") ||
-      !std::filesystem::exists(chromium)) {
-    if (in_ci())
-      FAIL() << "node, playwright-core or " << chromium
-             << " is missing (scripts/setup.sh installs them)";
-    GTEST_SKIP() << "node, tests/server/js/node_modules (npm ci) or " << chromium << " is missing";
-  }
+  REQUIRE_BROWSER(chromium);
   const std::string out = artifact_dir();
-  CommandResult res =
-      run_command("LL3_CHROMIUM=" + chromium + " timeout 540 node " + js + "/webui_test.mjs " +
-                      main_server()->url() + " " + kKey + " " + out,
-                  true);
+  CommandResult res = run_command("LL3_CHROMIUM=" + chromium + " node " + source_dir() + "/tests/server/js/webui_test.mjs " +
+                                      main_server()->url() + " " + kKey + " " + out,
+                                  true, 540);
   std::printf("%s", res.output.c_str());
   EXPECT_EQ(res.exit_code, 0) << res.output;
   EXPECT_EQ(res.output.find("FAIL"), std::string::npos) << res.output;
@@ -176,6 +183,26 @@ TEST(WebUiBrowser, ChatInChromium) {
       std::string::npos)
       << res.output;
   EXPECT_TRUE(std::filesystem::exists(out + "/webui.png"));
+}
+
+// The page on the shared trained model, whose context is 256 tokens (its own, no --ctx): it
+// keeps to the context (tests/server/js/webui_context_test.mjs says how).
+TEST(WebUiBrowser, ShortContextModel) {
+  LL3_REQUIRE_SHARED();
+  REQUIRE_BROWSER(chromium);
+  ServeProcess srv({"-m", shared_dir() + "/models/trained-llama3-4l-f16.gguf", "-t", "2", "--no-access-log"});
+  ASSERT_TRUE(srv.ok()) << srv.log();
+  const std::string out = artifact_dir();
+  CommandResult res = run_command(
+      "LL3_CHROMIUM=" + chromium + " node " + source_dir() + "/tests/server/js/webui_context_test.mjs " + srv.url() + " " + out, true,
+      400);
+  std::printf("%s", res.output.c_str());
+  EXPECT_EQ(res.exit_code, 0) << res.output;
+  EXPECT_EQ(res.output.find("FAIL"), std::string::npos) << res.output;
+  for (const char* check : {"ok   an answer that fills the context says so", "ok   a message that no longer fits is not sent",
+                            "ok   leaving out the oldest turns answers the message", "ok   a max_tokens larger than the context"}) {
+    EXPECT_NE(res.output.find(check), std::string::npos) << check;
+  }
 }
 
 }  // namespace

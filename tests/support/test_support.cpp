@@ -1,8 +1,17 @@
 #include "test_support.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
 
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +21,7 @@
 #include <random>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 namespace ll3::test {
 
@@ -52,21 +62,73 @@ std::string temp_dir() {
     if (p == nullptr) throw std::runtime_error("mkdtemp failed");
     g_temp_root.path = p;
   }
-  static int counter = 0;
+  static std::atomic<int> counter{0};
   std::string dir = g_temp_root.path + "/" + std::to_string(counter++);
   fs::create_directories(dir);
   return dir;
 }
 
-CommandResult run_command(const std::string& cmd, bool merge_stderr) {
+CommandResult run_command(const std::string& cmd, bool merge_stderr, double timeout_s) {
   CommandResult r;
-  std::string full = cmd + (merge_stderr ? " 2>&1" : "");
-  FILE* p = popen(full.c_str(), "r");
-  if (p == nullptr) return r;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return r;
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return r;
+  }
+  if (pid == 0) {
+    // Its own process group, so that a command past its deadline is killed with everything it
+    // started; and gone with the test process if that is killed.
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    dup2(fds[1], 1);
+    if (merge_stderr) dup2(fds[1], 2);
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  setpgid(pid, pid);  // also here: whichever runs first, the group exists before a kill
+  close(fds[1]);
+  using clock = std::chrono::steady_clock;
+  const clock::time_point deadline = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(timeout_s));
+  const auto ms_left = [&] {
+    return static_cast<int>(std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()).count()));
+  };
   char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  int status = pclose(p);
+  for (;;) {
+    pollfd p{fds[0], POLLIN, 0};
+    const int n = poll(&p, 1, std::min(ms_left(), 1000));
+    if (n < 0 && errno != EINTR) break;
+    if (n > 0) {
+      const ssize_t got = read(fds[0], buf, sizeof buf);
+      if (got > 0) {
+        r.output.append(buf, static_cast<size_t>(got));
+        continue;
+      }
+      if (got == 0 || errno != EINTR) break;  // EOF: the command (and what it started) closed its output
+    }
+    if (ms_left() == 0) {
+      r.timed_out = true;
+      break;
+    }
+  }
+  close(fds[0]);
+  // After EOF the command is exiting; a command past its deadline is killed first.
+  int status = 0;
+  while (!r.timed_out && waitpid(pid, &status, WNOHANG) == 0) {
+    if (ms_left() == 0) r.timed_out = true;
+    else std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (r.timed_out) {
+    kill(-pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    r.exit_code = 124;
+    const std::string note = "[run_command: killed after " + std::to_string(static_cast<int>(timeout_s)) + " s: " + cmd + "]";
+    std::fprintf(stderr, "%s\n", note.c_str());
+    r.output += "\n" + note + "\n";
+    return r;
+  }
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
 }

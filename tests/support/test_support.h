@@ -20,12 +20,17 @@ std::string source_dir();
 // A fresh temporary directory, removed at process exit.
 std::string temp_dir();
 
-// Run a shell command; returns its exit status and captures stdout (stderr too if merge_stderr).
+// Runs a shell command; returns its exit status and captures stdout (stderr too if
+// merge_stderr). A command still running after timeout_s is killed with everything it started
+// (its process group): exit_code 124, timed_out, and a note that names it in the output and on
+// stderr. The default sits well inside CTest's 600 s.
+inline constexpr double kCommandTimeoutS = 300;
 struct CommandResult {
   int exit_code = -1;
+  bool timed_out = false;
   std::string output;
 };
-CommandResult run_command(const std::string& cmd, bool merge_stderr = false);
+CommandResult run_command(const std::string& cmd, bool merge_stderr = false, double timeout_s = kCommandTimeoutS);
 
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& data);

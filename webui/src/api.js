@@ -1,6 +1,7 @@
 // The server's OpenAI API as the page uses it: a streamed chat completion (Server-Sent Events
 // read from fetch's body, so that the Authorization header can be sent, which EventSource
-// cannot) and the model list. URLs are relative, so the page also works behind a path prefix.
+// cannot), the model list and the token count of a conversation. URLs are relative, so the
+// page also works behind a path prefix.
 
 export class ApiError extends Error {
   constructor(status, message, code) {
@@ -43,6 +44,19 @@ async function post(path, body, key, signal) {
   }
   if (!res.ok) throw await errorFrom(res);
   return res;
+}
+
+// The prompt tokens a chat request of these messages will have (/tokenize renders them with the
+// model's chat template, as /v1/chat/completions does); null when the server cannot say.
+export async function countTokens(messages, key) {
+  try {
+    const res = await fetch('tokenize', { method: 'POST', headers: authHeaders(key), body: JSON.stringify({ messages }) });
+    if (!res.ok) return null;
+    const j = await res.json();
+    return Array.isArray(j.tokens) ? j.tokens.length : null;
+  } catch {
+    return null;
+  }
 }
 
 export async function listModels(key) {
@@ -126,6 +140,6 @@ export function speedLine(r) {
   if (n > 1 && r.lastAt > r.firstAt) parts.push(`${((n - 1) / ((r.lastAt - r.firstAt) / 1000)).toFixed(1)} tokens/s`);
   if (r.ttftMs !== null && r.ttftMs !== undefined) parts.push(`first token ${Math.round(r.ttftMs)} ms`);
   if (r.stopped) parts.push('stopped');
-  else if (r.finishReason === 'length') parts.push('max_tokens reached');
+  else if (r.finishReason === 'length') parts.push(r.contextFull ? 'the context is full' : 'max_tokens reached');
   return parts.join(' · ');
 }

@@ -1,7 +1,10 @@
 // The chat page of ll3 serve: conversations kept in localStorage, answers streamed from
 // /v1/chat/completions, with stop, regenerate, edit, settings (system prompt, sampling, the API
-// key) and the speed of each answer. Plain DOM code: the page stays small and needs no framework.
-import { ApiError, listModels, speedLine, streamChat } from './api.js';
+// key) and the speed of each answer. It keeps to the model's context: the tokens in use are shown
+// beside the model, max_tokens is cut to what the context leaves, and a conversation that
+// outgrows the context says so and offers a new chat or to leave out its oldest turns. Plain DOM
+// code: the page stays small and needs no framework.
+import { ApiError, countTokens, listModels, speedLine, streamChat } from './api.js';
 import { renderMarkdown } from './markdown.js';
 import { DEFAULT_SETTINGS, store } from './store.js';
 
@@ -26,6 +29,7 @@ let currentId = store.current();
 let settings = store.settings();
 let apiKey = store.apiKey();
 let modelId = '';
+let modelCtx = 0; // the tokens one sequence holds (prompt and answer): /v1/models' max_model_len
 // The answer being generated: { conv, msg, index, controller }. One at a time.
 let running = null;
 let frame = 0;
@@ -62,6 +66,29 @@ function renderList() {
   const c = current();
   $('conv-title').textContent = c ? c.title : 'New chat';
   document.title = c ? `${c.title} · ll3` : 'll3 chat';
+  renderCtx();
+}
+
+// The tokens the current conversation's last answer left in the context, beside the model.
+function renderCtx() {
+  const node = $('ctx');
+  if (!modelCtx) {
+    node.textContent = '';
+    return;
+  }
+  const c = current();
+  const last = c && [...c.messages].reverse().find((m) => m.role === 'assistant' && m.stats && m.stats.usage);
+  const used = last ? last.stats.usage.prompt_tokens + last.stats.usage.completion_tokens : 0;
+  node.textContent = used ? `${used} / ${modelCtx} tokens` : `${modelCtx}-token context`;
+  node.title = `The model's context holds ${modelCtx} tokens, prompt and answer together` +
+    (used ? `; the last answer left ${used} in use` : '');
+}
+
+// What to do when a conversation outgrows the context: a new chat, or leave out its oldest turns.
+function contextActions(c) {
+  return el('span', { className: 'ctx-actions' },
+    button('New chat', newChat, { className: 'link ctx-new' }),
+    button('Leave out the oldest turns', () => dropOldest(c), { className: 'link ctx-drop' }));
 }
 
 function fillContent(node, m) {
@@ -73,14 +100,23 @@ function messageNode(c, m, i) {
   const isRunning = running && running.msg === m;
   const body = el('div', { className: 'content' });
   fillContent(body, m);
-  const node = el('div', { className: `msg ${m.role}${isRunning ? ' running' : ''}`, dataset: { index: String(i) } },
+  const node = el('div', { className: `msg ${m.role}${isRunning ? ' running' : ''}${m.omitted ? ' omitted' : ''}`, dataset: { index: String(i) } },
     el('div', { className: 'role' }, m.role === 'user' ? 'You' : 'Assistant'), body);
-  if (m.error) {
+  if (m.error && m.error.code === 'context_length_exceeded') {
+    node.append(
+      el('div', { className: 'error context', role: 'alert' },
+        el('strong', {}, 'The conversation no longer fits the context'), ': ', m.error.message, ' ', contextActions(c)),
+    );
+  } else if (m.error) {
     node.append(
       el('div', { className: 'error', role: 'alert' },
         el('strong', {}, m.error.status ? `Error ${m.error.status}` : 'Error'), ': ', m.error.message,
         m.error.status === 401 ? button('Enter the API key', () => openSettings(m.error.message), { className: 'link' }) : null),
     );
+  }
+  if (m.stats && m.stats.contextFull && i === c.messages.length - 1 && !isRunning) {
+    node.append(el('div', { className: 'notice ctx-full', role: 'status' },
+      `The context is full (${modelCtx} tokens): the next message needs room. `, contextActions(c)));
   }
   if (m.role === 'assistant') node.append(el('div', { className: 'stats' }, m.stats ? speedLine(m.stats) : ''));
   if (!isRunning) {
@@ -104,7 +140,13 @@ function renderMessages() {
       el('p', {}, 'Type a message below. ⚙ Settings hold the system prompt, the sampling values and the API key.')));
     return;
   }
-  box.replaceChildren(...c.messages.map((m, i) => messageNode(c, m, i)));
+  const nodes = c.messages.map((m, i) => messageNode(c, m, i));
+  const firstSent = c.messages.findIndex((m) => !m.omitted);
+  if (firstSent > 0) {
+    nodes.splice(firstSent, 0, el('div', { className: 'omitted-note' },
+      `The ${firstSent} message${firstSent === 1 ? '' : 's'} above ${firstSent === 1 ? 'is' : 'are'} left out of what the model sees: they no longer fit its context.`));
+  }
+  box.replaceChildren(...nodes);
   box.scrollTop = box.scrollHeight;
 }
 
@@ -165,6 +207,7 @@ function requestBody(history) {
   const messages = [];
   if (settings.system.trim()) messages.push({ role: 'system', content: settings.system });
   for (const m of history) {
+    if (m.omitted) continue; // outside the context
     if (m.role === 'assistant' && !m.content) continue; // a failed answer
     messages.push({ role: m.role, content: m.content });
   }
@@ -188,8 +231,9 @@ async function generate(c) {
   renderList();
   if (c.id === currentId) renderMessages();
   try {
+    const body = await fitContext(requestBody(c.messages.slice(0, index)));
     const r = await streamChat({
-      body: requestBody(c.messages.slice(0, index)),
+      body,
       key: apiKey,
       signal: running.controller.signal,
       onDelta: (piece) => {
@@ -197,11 +241,13 @@ async function generate(c) {
         if (!frame) frame = requestAnimationFrame(paintRunning);
       },
     });
-    msg.stats = { usage: r.usage, chunks: r.chunks, ttftMs: r.ttftMs, firstAt: r.firstAt, lastAt: r.lastAt, stopped: r.stopped, finishReason: r.finishReason };
+    const used = r.usage ? r.usage.prompt_tokens + r.usage.completion_tokens : 0;
+    const contextFull = r.finishReason === 'length' && modelCtx > 0 && used >= modelCtx;
+    msg.stats = { usage: r.usage, chunks: r.chunks, ttftMs: r.ttftMs, firstAt: r.firstAt, lastAt: r.lastAt, stopped: r.stopped, finishReason: r.finishReason, contextFull };
   } catch (e) {
     if (e.name === 'AbortError') msg.stats = { chunks: 0, ttftMs: null, stopped: true };
     else {
-      msg.error = { status: e instanceof ApiError ? e.status : 0, message: e.message || String(e) };
+      msg.error = { status: e instanceof ApiError ? e.status : 0, code: e instanceof ApiError ? e.code : '', message: e.message || String(e) };
       if (msg.error.status === 401) openSettings(msg.error.message);
     }
   } finally {
@@ -214,6 +260,53 @@ async function generate(c) {
     renderList();
     if (c.id === currentId) renderMessages();
   }
+}
+
+// The request as the context allows: refused (with the context's own error) when its prompt
+// leaves no room for an answer, max_tokens cut to the room left. Without a count (an older
+// server) it goes as it is, and the server's answer says what is wrong.
+async function fitContext(body) {
+  if (!modelCtx) return body;
+  const n = await countTokens(body.messages, apiKey);
+  if (n === null) return body;
+  if (n >= modelCtx) {
+    throw new ApiError(400, `its prompt is ${n} tokens, and the model's context holds ${modelCtx} in all, prompt and answer.`,
+      'context_length_exceeded');
+  }
+  if (body.max_tokens !== undefined && n + body.max_tokens > modelCtx) body.max_tokens = modelCtx - n;
+  return body;
+}
+
+// Leaves out the oldest turns (a user message and its answers) until what stays fits the
+// context with room for an answer (a quarter of the context, at most 256 tokens), then answers
+// the last message if it waits for one. The turns stay on the page, dimmed, and are not sent.
+async function dropOldest(c) {
+  if (running) return;
+  const last = c.messages[c.messages.length - 1];
+  if (last && last.role === 'assistant' && !last.content && last.error) c.messages.pop();
+  const room = Math.min(256, Math.floor(modelCtx / 4));
+  let first = Math.max(0, c.messages.findIndex((m) => !m.omitted));
+  for (;;) {
+    const n = await countTokens(requestBody(c.messages.slice(first)).messages, apiKey);
+    if (n === null || n + room <= modelCtx) break;
+    const next = c.messages.findIndex((m, i) => i > first && m.role === 'user');
+    if (next < 0) {
+      // One turn left, and it does not fit alone: only a shorter message helps.
+      c.messages.push({ role: 'assistant', content: '', error: { status: 400, code: 'context_length_exceeded',
+        message: `the last message alone is ${n} tokens, and the context holds ${modelCtx} with room for an answer; edit it to be shorter.` } });
+      save();
+      renderMessages();
+      return;
+    }
+    first = next;
+  }
+  c.messages.forEach((m, i) => {
+    m.omitted = i < first;
+  });
+  save();
+  renderMessages();
+  const tail = c.messages[c.messages.length - 1];
+  if (tail && tail.role === 'user') generate(c);
 }
 
 function send(text) {
@@ -309,8 +402,10 @@ async function loadModel() {
   try {
     const models = await listModels(apiKey);
     modelId = models.length ? models[0].id : '';
+    modelCtx = models.length && Number.isInteger(models[0].max_model_len) ? models[0].max_model_len : 0;
     $('model').textContent = modelId;
     $('model').title = modelId ? `model: ${modelId}` : '';
+    renderCtx();
   } catch (e) {
     $('model').textContent = '';
     if (e.status === 401) openSettings(e.message);

@@ -10,7 +10,7 @@ export const DEFAULT_SETTINGS = {
   top_p: '',
   top_k: '',
   min_p: '',
-  max_tokens: '1024',
+  max_tokens: '', // to the end of the answer or of the context (the API's own default)
   seed: '',
 };
 

@@ -91,14 +91,13 @@ await check('stop_sequences and max_tokens', async () => {
   assert.equal(m.stop_reason, 'max_tokens');
   // A stop sequence the output contains (on a character boundary): the text before it.
   const chars = [...expected.text];
-  if (chars.length >= 4) {
-    const half = Math.floor(chars.length / 2);
-    const stop = chars.slice(half, half + 2).join('');
-    const s = await client.messages.create({ ...body, stop_sequences: [stop] });
-    assert.equal(s.stop_reason, 'stop_sequence');
-    assert.equal(s.stop_sequence, stop);
-    assert.equal(textOf(s), expected.text.slice(0, expected.text.indexOf(stop)));
-  }
+  assert.ok(chars.length >= 4, `the greedy answer (${JSON.stringify(expected.text)}) is too short for a stop sequence in it`);
+  const half = Math.floor(chars.length / 2);
+  const stop = chars.slice(half, half + 2).join('');
+  const s = await client.messages.create({ ...body, stop_sequences: [stop] });
+  assert.equal(s.stop_reason, 'stop_sequence');
+  assert.equal(s.stop_sequence, stop);
+  assert.equal(textOf(s), expected.text.slice(0, expected.text.indexOf(stop)));
 });
 
 await check('countTokens equals the prompt of messages.create', async () => {
@@ -109,17 +108,14 @@ await check('countTokens equals the prompt of messages.create', async () => {
   assert.ok(withTools.input_tokens > n.input_tokens, 'the tools are part of the prompt');
 });
 
-await check('tools: a tool_use block or text, streamed and not; a tool_result round trip', async () => {
-  const req = { ...body, tools, tool_choice: { type: 'tool', name: 'get_weather' } };
+await check('tools: a forced tool_use block, streamed and not; a tool_result round trip', async () => {
+  const req = { ...body, max_tokens: 64, tools, tool_choice: { type: 'tool', name: 'get_weather' } };
   const m = await client.messages.create(req);
-  if (m.stop_reason === 'tool_use') {
-    const call = m.content.find((b) => b.type === 'tool_use');
-    assert.equal(call.name, 'get_weather');
-    assert.equal(typeof call.input, 'object');
-    assert.match(call.id, /^toolu_/);
-  } else {
-    assert.ok(m.content.every((b) => b.type === 'text'));
-  }
+  assert.equal(m.stop_reason, 'tool_use', JSON.stringify(m)); // a forced call is enforced while sampling
+  const call = m.content.find((b) => b.type === 'tool_use');
+  assert.equal(call.name, 'get_weather');
+  assert.equal(typeof call.input, 'object');
+  assert.match(call.id, /^toolu_/);
   const f = await client.messages.stream(req).finalMessage();
   assert.equal(f.stop_reason, m.stop_reason);
   const turn = [

@@ -80,6 +80,7 @@ await check('chat: streamed deltas add up to the plain response; usage', async (
   assert.equal(r.object, 'chat.completion');
   assert.equal(r.choices[0].message.role, 'assistant');
   assert.equal(typeof greedyContent, 'string');
+  assert.ok(greedyContent.length > 0, 'the greedy answer is empty');
   assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens);
   assert.equal(typeof r.usage.prompt_tokens_details.cached_tokens, 'number');
   let content = '';
@@ -121,6 +122,7 @@ await check('seed: same seed, same text; n choices', async () => {
   const body = { model, messages, max_tokens: 10, temperature: 1, seed: 1234 };
   const a = await client.chat.completions.create(body);
   const b = await client.chat.completions.create(body);
+  assert.ok(a.choices[0].message.content.length > 0);
   assert.equal(a.choices[0].message.content, b.choices[0].message.content);
   const n = await client.chat.completions.create({ ...body, n: 2 });
   assert.equal(n.choices.length, 2);
@@ -133,6 +135,7 @@ await check('chat logprobs', async () => {
   const r = await client.chat.completions.create({ model, messages, max_tokens: 5, temperature: 0, logprobs: true, top_logprobs: 3 });
   const lp = r.choices[0].logprobs.content;
   assert.equal(lp.length, r.usage.completion_tokens);
+  assert.ok(lp.length > 0);
   for (const t of lp) {
     assert.ok(t.logprob <= 0);
     assert.equal(t.top_logprobs.length, 3);
@@ -243,6 +246,7 @@ await check('abort mid-stream: the request stops and its KV is freed', async () 
       break;
     }
   }
+  assert.ok(n >= 3, `the stream ended after ${n} chunks, before the abort`);
   await waitMetric('ll3_requests_running', 0, 3);
   await waitMetric('ll3_http_requests_in_flight', 0, 3);
 });
