@@ -155,6 +155,23 @@ ojson ChoiceOutput::legacy_logprobs(const std::vector<TokenLogprob>& lps, bool w
 
 std::string ChoiceOutput::content_chunk(const std::string& text, const std::vector<TokenLogprob>& lps,
                                         const char* finish) const {
+  if (finish == nullptr && (!cfg_.logprobs || lps.empty())) return text_chunk(text);
+  return content_chunk_tree(text, lps, finish);
+}
+
+std::string ChoiceOutput::text_chunk(const std::string& text) const {
+  if (text_chunk_head_.empty()) {
+    const std::string chunk = content_chunk_tree("\x01", {}, nullptr);
+    const std::string marker = "\"\\u0001\"";  // the marker's JSON string
+    const size_t at = chunk.rfind(marker);  // after the header (id, model): nothing of a user's after it
+    text_chunk_head_ = chunk.substr(0, at);
+    text_chunk_tail_ = chunk.substr(at + marker.size());
+  }
+  return text_chunk_head_ + dump_json(ojson(text)) + text_chunk_tail_;
+}
+
+std::string ChoiceOutput::content_chunk_tree(const std::string& text, const std::vector<TokenLogprob>& lps,
+                                             const char* finish) const {
   ojson c = ojson::object();
   if (chat()) {
     c["index"] = cfg_.index;

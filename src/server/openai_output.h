@@ -106,6 +106,11 @@ class ChoiceOutput {
   ojson legacy_logprobs(const std::vector<TokenLogprob>& lps, bool with_echo) const;
   // A streamed chunk with content `text` and the logprobs of `lps`; finish_reason when given.
   std::string content_chunk(const std::string& text, const std::vector<TokenLogprob>& lps, const char* finish) const;
+  std::string content_chunk_tree(const std::string& text, const std::vector<TokenLogprob>& lps, const char* finish) const;
+  // content_chunk without logprobs or a finish reason, a streamed token's usual chunk: the
+  // chunk rendered once around a marker, each text's JSON string set in its place (the same
+  // bytes, for one string escape a token instead of a JSON tree and its allocations).
+  std::string text_chunk(const std::string& text) const;
   // One streamed tool_calls delta for call k: its header (id, type, name, empty arguments) when
   // name is given, else a piece of its arguments.
   std::string call_chunk(size_t k, const std::string* name, const std::string& arguments) const;
@@ -134,6 +139,7 @@ class ChoiceOutput {
   std::vector<std::string> args_sent_;   // ... and the arguments text sent for each
   std::string finish_reason_;
   int64_t n_tokens_ = 0;
+  mutable std::string text_chunk_head_, text_chunk_tail_;  // text_chunk's, made on first use
 };
 
 }  // namespace ll3::server

@@ -263,6 +263,39 @@ TEST(OpenAiOutput, ToolCallsStreamedAsDeltasAndWhole) {
   EXPECT_EQ(qe.back()["choices"][0]["finish_reason"], "length");
 }
 
+// A streamed token's chunk (rendered once around a marker, the text set in) is byte for byte
+// the chunk's JSON tree dumped, for texts that need escaping, invalid UTF-8 and the marker
+// itself, on both endpoints.
+TEST(OpenAiOutput, StreamedTokenChunksAreTheirJsonTreesDumped) {
+  const std::vector<std::string> texts = {"a", "", "\"", "\\", "\n\t\r", "\x01", "\x7f\x1f", "\xff\xfe", "\xe2\x82",
+                                          "\xe2\x80\xa8", "caf\xc3\xa9 \xf0\x9f\x99\x82", "\"content\":\"\\u0001\""};
+  for (const Endpoint endpoint : {Endpoint::kChatCompletions, Endpoint::kCompletions}) {
+    ResponseHeader h = chat_header();
+    h.endpoint = endpoint;
+    h.include_usage = endpoint == Endpoint::kCompletions;
+    ChoiceConfig c;
+    c.stream = true;
+    c.index = 2;
+    ChoiceOutput o(&h, c, piece_of);
+    (void)o.start();
+    for (const std::string& t : texts) {
+      json choice = json::object();
+      if (endpoint == Endpoint::kChatCompletions) {
+        choice["index"] = 2;
+        choice["delta"] = json({{"content", t}});
+        choice["logprobs"] = nullptr;
+      } else {
+        choice["text"] = t;
+        choice["index"] = 2;
+        choice["logprobs"] = nullptr;
+      }
+      choice["finish_reason"] = nullptr;
+      const std::string want = sse_event(response_json(h, true, json::array({choice}), nullptr));
+      EXPECT_EQ(o.token(ev(0, t, t)), want) << testing::PrintToString(t);
+    }
+  }
+}
+
 TEST(OpenAiOutput, ErrorsAndInvalidUtf8) {
   ApiError e = invalid_request("bad", "temperature");
   EXPECT_EQ(error_json(e), json::parse(R"({"error": {"message": "bad", "type": "invalid_request_error", "param": "temperature", "code": null}})"));

@@ -199,6 +199,12 @@ TEST(OpenAiRequest, MalformedBodies) {
     EXPECT_EQ(e.status, 400) << body;
     EXPECT_TRUE(e.param.empty()) << body;
   }
+  // The parser's own words say where (without a throw per malformed body); trailing bytes too.
+  EXPECT_EQ(parse_chat_request("{\"a\": ", llama31(), &r).message,
+            "the request body is not valid JSON: [json.exception.parse_error.101] parse error at line 1, column 7: syntax error "
+            "while parsing value - unexpected end of input; expected '[', '{', or a literal");
+  EXPECT_NE(parse_chat_request("{\"a\": 1} x", llama31(), &r).message.find("column 10"), std::string::npos);
+  EXPECT_EQ(parse_chat_request("[1]", llama31(), &r).message, "the request body must be a JSON object, got an array");
   // Deep nesting is refused before anything recurses over it.
   std::string deep = "{\"messages\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
   ApiError e = parse_chat_request(deep, llama31(), &r);
