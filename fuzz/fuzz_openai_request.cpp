@@ -2,6 +2,7 @@
 // anthropic_request.cpp) with the Llama 3.1 chat template. Input: a request body. Every body must
 // end in a request within its limits or a 400 naming what was wrong, never a crash, a leak or a
 // hang. What the server does with a model's output is fuzz_model_output's.
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "server/anthropic_request.h"
+#include "server/json_fields.h"
 #include "server/openai_request.h"
 #include "tokenizer/jinja.h"
 
@@ -44,6 +46,10 @@ void check_request(const ApiError& e, const ApiRequest& r) {
   if (!e.ok()) return;
   if (r.prompts.empty() || r.n < 1 || r.n > kMaxN || r.prompts.size() * static_cast<size_t>(r.n) > kMaxChoices) std::abort();
   if (r.top_logprobs < 0 || r.top_logprobs > kMaxTopLogprobs || r.base.max_tokens < -1) std::abort();
+  if (r.lora.size() > kMaxLoraRefs) std::abort();
+  for (const LoraRef& l : r.lora) {
+    if ((l.index < 0) == l.name.empty() || !std::isfinite(l.scale)) std::abort();
+  }
   // max_tokens 0 generates nothing: accepted only with echo, to score the prompt.
   if (r.base.max_tokens == 0 && !r.echo) std::abort();
   for (const Prompt& p : r.prompts) {
@@ -60,16 +66,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > (1 << 16)) return 0;
   const std::string_view body(reinterpret_cast<const char*>(data), size);
   ApiRequest r;
-  check_request(parse_chat_request(body, model(), &r), r);
-  check_request(parse_completion_request(body, model(), &r), r);
+  // The body is parsed once, as the parsers' callers can (a body that is not a JSON object
+  // fails every parser alike, in parse_body: the string entry point is run once for it).
+  ojson b;
+  const ApiError parsed = parse_body(body, &b);
+  if (!parsed.ok()) {
+    check(parsed);
+    check_request(parse_chat_request(body, model(), &r), r);
+    return 0;
+  }
+  check_request(parse_chat_request_json(b, model(), &r), r);
+  check_request(parse_completion_request_json(b, model(), &r), r);
   TokenizeRequest t;
-  check(parse_tokenize_request(body, model(), &t));
+  check(parse_tokenize_request_json(b, model(), &t));
   std::vector<int32_t> ids;
-  check(parse_detokenize_request(body, model(), &ids));
+  check(parse_detokenize_request_json(b, model(), &ids));
   // The same bytes as an Anthropic Messages body (translated to the OpenAI one, then parsed).
   check_request(parse_messages_request(body, model(), &r), r);
   Prompt counted;
   check(parse_count_tokens_request(body, model(), &counted));
-
   return 0;
 }

@@ -72,8 +72,14 @@ struct EngineFlags {
   std::string draft;  // --draft MODEL
   long long spec_max = 8;
   long long spec_min = 0;
+  std::vector<std::string> loras;  // --lora, as given
+  std::string lora_dir;            // --lora-dir
+  bool runtime_lora = false;       // serve: --allow-runtime-lora
+  long long max_loras = 0;
   LoadFlags load;
 };
+// --lora NAME=PATH[:SCALE] (or PATH alone, named by its file name, as llama.cpp takes it).
+Result<LoraSpec> parse_lora_flag(const std::string& value);
 void add_engine_flags(ArgParser& ap, EngineFlags* f, bool serving);
 // The engine options the flags say; "" or a usage error.
 std::string finish_engine_flags(const EngineFlags& f, EngineOptions* o);

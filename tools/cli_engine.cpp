@@ -1,5 +1,8 @@
 // The engine's command-line flags, shared by run, chat, serve and bench --parallel.
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 
 #include "cli_common.h"
 #include "engine/model_impl.h"
@@ -38,8 +41,19 @@ void add_engine_flags(ArgParser& ap, EngineFlags* f, bool serving) {
              "load make it pay less)", &f->spec_max);
   ap.add_int({"--spec-min"}, "N", "the fewest tokens a decoding sequence guesses per step, whatever they cost "
              "(default 0)", &f->spec_min);
+  ap.add({"--lora"}, "NAME=PATH[:SCALE]", "a LoRA adapter (llama.cpp GGUF or PEFT directory) beside the model, at SCALE "
+         "(default 1); repeatable. run and chat use every one; serve lists each as a model", [f](const std::string& v) {
+           f->loras.push_back(v);
+           return std::string();
+         });
+  ap.add_string({"--lora-dir"}, "DIR", "load every adapter in DIR: each NAME.gguf file and each NAME directory that holds "
+                "an adapter_config.json, named NAME", &f->lora_dir);
   add_load_flags(ap, &f->load);
   if (!serving) return;
+  ap.add_flag({"--allow-runtime-lora"}, "POST /v1/load_lora_adapter and /v1/unload_lora_adapter may load and unload "
+              "adapters while serving", &f->runtime_lora);
+  ap.add_int({"--max-loras"}, "N", "the most adapters held at once (default: no bound); loading another unloads the "
+             "least recently used one no request runs with", &f->max_loras);
   ap.add_int({"--max-seqs"}, "N", "sequences generating at once (default 64)", &f->max_seqs);
   ap.add_int({"--max-queue"}, "N", "requests waiting beyond those are rejected (default 1024)", &f->max_queue);
   ap.add_float({"--batch-wait-ms"}, "MS", "an idle engine waits this long to start arrivals together (default 2)",
@@ -113,7 +127,64 @@ std::string finish_engine_flags(const EngineFlags& f, EngineOptions* o) {
   o->batch_wait_ms = f.batch_wait_ms;
   o->session_dir = f.session_dir;
   o->session_memory = f.session_memory;
+  if (f.max_loras < 0 || f.max_loras > 100000) return "--max-loras must be in 0..100000";
+  o->max_loras = static_cast<int>(f.max_loras);
+  o->lora_runtime = f.runtime_lora;
+  o->loras.clear();
+  std::vector<std::string> given = f.loras;
+  if (!f.lora_dir.empty()) {
+    std::error_code ec;
+    std::vector<std::string> found;
+    for (const auto& e : std::filesystem::directory_iterator(f.lora_dir, ec)) {
+      const std::filesystem::path& p = e.path();
+      if ((e.is_regular_file() && p.extension() == ".gguf") || (e.is_directory() && std::filesystem::exists(p / "adapter_config.json"))) {
+        found.push_back(p.stem().string() + "=" + p.string());
+      }
+    }
+    if (ec) return "--lora-dir " + f.lora_dir + ": " + ec.message();
+    std::sort(found.begin(), found.end());
+    given.insert(given.end(), found.begin(), found.end());
+  }
+  for (const std::string& v : given) {
+    Result<LoraSpec> spec = parse_lora_flag(v);
+    if (!spec.ok()) return spec.message();
+    for (const LoraSpec& other : o->loras) {
+      if (other.name == spec->name) return "--lora: two adapters are named '" + spec->name + "'";
+    }
+    o->loras.push_back(*spec);
+  }
   return "";
+}
+
+Result<LoraSpec> parse_lora_flag(const std::string& value) {
+  LoraSpec s;
+  std::string rest = value;
+  const size_t eq = rest.find('=');
+  if (eq != std::string::npos && rest.find('/') > eq) {  // NAME=..., a name has no '/'
+    s.name = rest.substr(0, eq);
+    rest = rest.substr(eq + 1);
+  }
+  const size_t colon = rest.rfind(':');
+  if (colon != std::string::npos) {
+    char* end = nullptr;
+    const std::string num = rest.substr(colon + 1);
+    const double v = std::strtod(num.c_str(), &end);
+    if (!num.empty() && end == num.c_str() + num.size()) {
+      if (!std::isfinite(v)) return Status::error("--lora " + value + ": the scale is not a number");
+      s.scale = static_cast<float>(v);
+      rest = rest.substr(0, colon);
+    }
+  }
+  if (rest.empty()) return Status::error("--lora " + value + ": no path (NAME=PATH[:SCALE])");
+  s.path = rest;
+  if (s.name.empty()) {  // the file or directory name, without .gguf
+    std::string base = rest;
+    while (base.size() > 1 && base.back() == '/') base.pop_back();
+    base = base.substr(base.find_last_of('/') == std::string::npos ? 0 : base.find_last_of('/') + 1);
+    if (base.size() > 5 && base.compare(base.size() - 5, 5, ".gguf") == 0) base.resize(base.size() - 5);
+    s.name = base;
+  }
+  return s;
 }
 
 void add_generation_flags(ArgParser& ap, GenerationFlags* f) {
@@ -164,7 +235,10 @@ std::string finish_generation_flags(GenerationFlags* f, EngineOptions* o) {
     if (!g.ok()) return *path + ": " + g.message();
     f->req.grammar = *g;
   }
-  return finish_engine_flags(f->engine, o);
+  std::string err = finish_engine_flags(f->engine, o);
+  f->req.loras.clear();
+  for (const LoraSpec& spec : o->loras) f->req.loras.push_back({spec.name, spec.scale});
+  return err;
 }
 
 Result<std::unique_ptr<Engine>> make_engine(LoadedModel&& lm, const EngineOptions& o) {

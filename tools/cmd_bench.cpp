@@ -161,6 +161,7 @@ BandwidthReads bandwidth(int threads, bool remeasure) {
 // The flags of ll3 bench, parsed and checked.
 struct BenchFlags {
   std::vector<std::string> model_paths;  // -m, repeatable; empty: the default model
+  std::vector<std::string> loras;        // --lora: each a row of its own beside the first model
   std::vector<int32_t> prompts, gens, depths;  // -p, -n, -d
   DType kv_type = DType::F16;
   int threads = 0, reps = 5;
@@ -180,6 +181,11 @@ int parse_bench_flags(int argc, char** argv, BenchFlags& f) {
          "GGUF file or Hugging Face directory (default: the default model); repeat it to compare models in one run",
          [&f](const std::string& v) {
            f.model_paths.push_back(v);
+           return std::string();
+         });
+  ap.add({"--lora"}, "[NAME=]PATH[:SCALE]",
+         "also measure the first model with this LoRA adapter (repeatable): each adapter a row against the base", [&f](const std::string& v) {
+           f.loras.push_back(v);
            return std::string();
          });
   ap.add_string({"-p", "--n-prompt"}, "N[,N...]", "prompt tokens of the pp test; 0 skips it (default 128)", &prompts);
@@ -416,14 +422,15 @@ std::vector<Row> run_tests(const std::vector<BenchRunner*>& bs, const BenchFlags
   return rows;
 }
 
-void print_json(const std::vector<Row>& rows, const std::vector<const LlamaModel*>& models, int threads,
-                const BandwidthReads& bw, bool roofline) {
+void print_json(const std::vector<Row>& rows, const std::vector<const LlamaModel*>& models, const std::vector<std::string>& labels,
+                int threads, const BandwidthReads& bw, bool roofline) {
   nlohmann::json out = nlohmann::json::array();
   for (const Row& r : rows) {
     const LlamaModel& m = *models[r.model];
     nlohmann::json o = {{"test", r.test},         {"n_prompt", r.n_prompt},   {"n_gen", r.n_gen}, {"n_depth", r.n_depth},
                         {"threads", threads},      {"avg_ts", r.ts.mean},      {"stddev_ts", r.ts.stddev},
-                        {"model_type", m.file_type_name()}, {"model_bytes", m.weight_bytes()}, {"model_filename", m.path}};
+                        {"model_type", m.file_type_name()}, {"model_bytes", m.weight_bytes()}, {"model_filename", m.path},
+                        {"model", labels[r.model]}};
     if (models.size() > 1) o["ratio_to_first"] = r.ratio;
     if (r.n_gen > 0) {
       o["weights_gbps"] = r.gbps;
@@ -440,8 +447,8 @@ void print_json(const std::vector<Row>& rows, const std::vector<const LlamaModel
   std::printf("%s\n", out.dump(2).c_str());
 }
 
-void print_table(const std::vector<Row>& rows, const std::vector<const LlamaModel*>& models, int threads,
-                 const BandwidthReads& bw, bool roofline) {
+void print_table(const std::vector<Row>& rows, const std::vector<const LlamaModel*>& models, const std::vector<std::string>& labels,
+                 int threads, const BandwidthReads& bw, bool roofline) {
   const bool several = models.size() > 1;
   std::printf("| model | size | threads | test | t/s |%s weights GB/s | %% of read bandwidth |\n",
               several ? " against the first |" : "");
@@ -449,7 +456,7 @@ void print_table(const std::vector<Row>& rows, const std::vector<const LlamaMode
   for (const Row& r : rows) {
     const LlamaModel& m = *models[r.model];
     const std::string ratio = !several ? "" : r.model == 0 ? " |" : strprintf(" %.2fx |", r.ratio);
-    std::printf("| %s | %.2f GiB | %d | %s | %.2f ± %.2f |%s %s | %s |\n", m.file_type_name().c_str(),
+    std::printf("| %s | %.2f GiB | %d | %s | %.2f ± %.2f |%s %s | %s |\n", labels[r.model].c_str(),
                 m.weight_bytes() / 1073741824.0, threads, r.test.c_str(), r.ts.mean, r.ts.stddev, ratio.c_str(),
                 r.n_gen ? strprintf("%.1f", r.gbps).c_str() : "",
                 !r.n_gen ? ""
@@ -463,6 +470,10 @@ void print_table(const std::vector<Row>& rows, const std::vector<const LlamaMode
 // One -m model and what runs it.
 struct BenchModel {
   LoadedModel loaded;
+  std::string label;                        // the table's model column
+  const LlamaModel* model = nullptr;        // loaded's, or the first model's (an adapter row)
+  std::unique_ptr<LoraAdapter> adapter;     // --lora rows
+  LoraSet lora;
   std::unique_ptr<SequenceEvaluator> evaluator;
   std::unique_ptr<BenchRunner> runner;
 };
@@ -489,24 +500,42 @@ int cmd_bench(int argc, char** argv) {
   so.kv_type = f.kv_type;
   so.context = max_depth + std::max(max_prompt, max_gen) + 16;
   so.batch = std::max({1, max_prompt, std::min(max_depth, 512)});
-  std::vector<BenchModel> models(f.model_paths.size());
+  std::vector<BenchModel> models(f.model_paths.size() + f.loras.size());
   std::vector<BenchRunner*> runners;
   std::vector<const LlamaModel*> loaded;
+  std::vector<std::string> labels;
   std::vector<double> bytes;
   for (size_t i = 0; i < models.size(); ++i) {
-    Result<LoadedModel> lm = load_model_cli(f.model_paths[i], false, f.load);
-    if (!lm.ok()) return fail("bench", lm.message());
     BenchModel& b = models[i];
-    b.loaded = std::move(lm.value());
-    const LlamaModel& m = *b.loaded.model;
-    Result<std::unique_ptr<SequenceEvaluator>> evaluator = SequenceEvaluator::create(m, so);
+    EvaluatorOptions o = so;
+    if (i < f.model_paths.size()) {
+      Result<LoadedModel> lm = load_model_cli(f.model_paths[i], false, f.load);
+      if (!lm.ok()) return fail("bench", lm.message());
+      b.loaded = std::move(lm.value());
+      b.model = b.loaded.model.get();
+      b.label = b.model->file_type_name();
+    } else {  // the first model with an adapter
+      Result<LoraSpec> spec = parse_lora_flag(f.loras[i - f.model_paths.size()]);
+      if (!spec.ok()) return fail("bench", spec.message());
+      b.model = models[0].model;
+      Result<std::unique_ptr<LoraAdapter>> ad = load_lora(spec->path, *b.model);
+      if (!ad.ok()) return fail("bench", ad.message());
+      b.adapter = std::move(ad.value());
+      b.lora.uses = {{b.adapter.get(), spec->scale}};
+      o.lora = &b.lora;
+      b.label = strprintf("%s + LoRA %s (rank %lld)", models[0].label.c_str(), spec->name.c_str(), static_cast<long long>(b.adapter->max_rank));
+    }
+    const LlamaModel& m = *b.model;
+    Result<std::unique_ptr<SequenceEvaluator>> evaluator = SequenceEvaluator::create(m, o);
     if (!evaluator.ok()) return fail("bench", evaluator.message());
     b.evaluator = std::move(evaluator.value());
     // The same seed, so models of one vocabulary get the same prompt and cache tokens.
     b.runner = std::make_unique<BenchRunner>(*b.evaluator, m.config.n_vocab, max_prompt, max_depth);
     runners.push_back(b.runner.get());
     loaded.push_back(&m);
-    bytes.push_back(static_cast<double>(m.bytes_per_token()));
+    labels.push_back(b.label);
+    // An adapter's A and B are read by every decode step too.
+    bytes.push_back(static_cast<double>(m.bytes_per_token() + (b.adapter ? b.adapter->bytes() : 0)));
   }
 
   Roofline rl;
@@ -515,9 +544,9 @@ int cmd_bench(int argc, char** argv) {
   if (max_gen > 0 && f.roofline) rl.probe = std::make_unique<BandwidthProbe>(f.threads);
   const std::vector<Row> rows = run_tests(runners, f, bytes, rl);
   if (f.json)
-    print_json(rows, loaded, f.threads, rl.bw, f.roofline);
+    print_json(rows, loaded, labels, f.threads, rl.bw, f.roofline);
   else
-    print_table(rows, loaded, f.threads, rl.bw, f.roofline);
+    print_table(rows, loaded, labels, f.threads, rl.bw, f.roofline);
   return 0;
 }
 

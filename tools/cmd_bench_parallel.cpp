@@ -69,13 +69,16 @@ struct AggregateRun {
   std::vector<double> itls;
 };
 
-// n streams of `prompt_len`-token prompts, `gen` tokens each, submitted together.
-AggregateRun aggregate_once(Engine& e, int n, int prompt_len, int gen, std::mt19937& rng, int64_t vocab) {
+// n streams of `prompt_len`-token prompts, `gen` tokens each, submitted together; stream i with
+// LoRA adapter loras[i % loras.size()] when any are given.
+AggregateRun aggregate_once(Engine& e, int n, int prompt_len, int gen, std::mt19937& rng, int64_t vocab,
+                            const std::vector<std::string>& loras = {}) {
   std::vector<std::vector<double>> times(static_cast<size_t>(n));  // since t0
   std::vector<std::promise<void>> done(static_cast<size_t>(n));
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < n; ++i) {
     Request q = greedy(random_tokens(prompt_len, rng, vocab), gen);
+    if (!loras.empty()) q.loras.push_back({loras[static_cast<size_t>(i) % loras.size()]});
     times[i].reserve(static_cast<size_t>(gen));
     const double submitted = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     q.on_token = [&times, i, submitted](const TokenEvent& ev) {
@@ -148,6 +151,7 @@ struct ParallelFlags {
   std::vector<int32_t> counts;  // --parallel
   int gen = 32, prompt_len = 16, reps = 3, ttft_prompt = 966, history = 2000, fair_prompt = 4096, fair_streams = 8;
   int fair_baseline = 48;
+  std::string lora_mix;
   bool json = false;
   EngineFlags ef;
   EngineOptions eo;
@@ -188,6 +192,8 @@ int parse_parallel_flags(int argc, char** argv, ParallelFlags& f) {
   ap.add_int({"--fair-streams"}, "N", "streams running during the fairness test (default 8)", &f.fair_streams);
   ap.add_int({"--fair-baseline"}, "N", "tokens of each stream timed before the long prompt arrives (default 48)",
              &f.fair_baseline);
+  ap.add_string({"--lora-mix"}, "LIST", "with --lora adapters: the aggregate test's most streams again, spread over "
+                "each count of adapters of the list (0: the base), counts interleaved in one run (e.g. 0,1,4,16)", &f.lora_mix);
   ap.add_string({"--skip"}, "LIST", "tests to leave out: aggregate, ttft, session, fairness", &f.skip);
   ap.add_flag({"--json"}, "print the figures as JSON", &f.json);
   add_engine_flags(ap, &f.ef, true);
@@ -200,6 +206,15 @@ int parse_parallel_flags(int argc, char** argv, ParallelFlags& f) {
   }
   if (std::string err = finish_engine_flags(f.ef, &f.eo); !err.empty()) return ap.usage_error(err);
   f.counts = ns.value();
+  if (!f.lora_mix.empty()) {
+    Result<std::vector<int32_t>> mix = parse_token_list(f.lora_mix);
+    if (!mix.ok() || mix->empty()) return ap.usage_error("--lora-mix takes a list of adapter counts like 0,1,4,16");
+    for (int32_t k : *mix) {
+      if (k > static_cast<int32_t>(f.eo.loras.size())) {
+        return ap.usage_error(strprintf("--lora-mix %d: only %zu --lora adapters are given", k, f.eo.loras.size()));
+      }
+    }
+  }
   size_engine(f);
   return -1;
 }
@@ -265,6 +280,7 @@ class ParallelBench {
   }
 
   void aggregate_test();
+  void lora_test();
   void ttft_test();
   Status session_test();
   Status fairness_test();
@@ -290,6 +306,7 @@ class ParallelBench {
   std::unique_ptr<Engine> e_;
   std::string where_;
   std::vector<AggregateRow> agg_;
+  std::vector<std::pair<int, AggregateRow>> lora_;  // adapters, the most streams over them
   double cold_ = 0, warm_ = 0;
   double with_session_ = 0, without_ = 0, restarted_ = 0;
   Fairness fair_;
@@ -306,6 +323,36 @@ void ParallelBench::aggregate_test() {
                  {"itl_median_s", r.itl_median}});
   }
   out_["aggregate"] = a;
+}
+
+// The most streams of --parallel spread over 0 (the base), 1, 4, ... adapters, the counts
+// interleaved in each repetition: what a mixed batch costs against one adapter's and the base's.
+void ParallelBench::lora_test() {
+  Result<std::vector<int32_t>> mix = parse_token_list(f_.lora_mix);
+  std::vector<std::string> names;
+  for (const LoraSpec& s : f_.eo.loras) names.push_back(s.name);
+  const int n = *std::max_element(f_.counts.begin(), f_.counts.end());
+  std::vector<std::vector<AggregateRun>> runs(mix->size());
+  for (int r = 0; r < f_.reps; ++r) {
+    for (size_t k = 0; k < mix->size(); ++k) {
+      const std::vector<std::string> use(names.begin(), names.begin() + std::min<size_t>(names.size(), static_cast<size_t>((*mix)[k])));
+      runs[k].push_back(aggregate_once(*e_, n, f_.prompt_len, f_.gen, rng_, vocab_, use));
+      if (!f_.json) std::fprintf(stderr, "ll3 bench: %d sequences over %zu adapters: %.1f t/s\n", n, use.size(), runs[k].back().tps);
+    }
+  }
+  nlohmann::json a = nlohmann::json::array();
+  for (size_t k = 0; k < mix->size(); ++k) {
+    std::vector<double> tps, dec, itls;
+    for (const AggregateRun& x : runs[k]) {
+      tps.push_back(x.tps);
+      dec.push_back(x.decode_tps);
+      itls.insert(itls.end(), x.itls.begin(), x.itls.end());
+    }
+    lora_.push_back({(*mix)[k], {n, percentile(tps, 0.5), percentile(dec, 0.5), percentile(itls, 0.5)}});
+    a.push_back({{"adapters", (*mix)[k]}, {"sequences", n}, {"tokens_per_s", lora_.back().second.tps},
+                 {"decode_tokens_per_s", lora_.back().second.decode_tps}, {"ratio_to_first", lora_.back().second.tps / lora_[0].second.tps}});
+  }
+  out_["lora"] = a;
 }
 
 // Time to first token: cold, then the same prefix plus 4 new tokens.
@@ -422,6 +469,14 @@ Status ParallelBench::fairness_test() {
 void ParallelBench::print_text() const {
   std::printf("model %s, %d threads, batch %lld tokens, on %s\n\n", type_.c_str(), f_.eo.threads,
               static_cast<long long>(f_.eo.batch_tokens), where_.c_str());
+  if (!lora_.empty()) {
+    std::printf("| LoRA adapters | sequences | generated t/s | x first | t/s while all decode | x first |\n|---|---|---|---|---|---|\n");
+    for (const auto& [k, r] : lora_) {
+      std::printf("| %d | %d | %.1f | %.2f | %.1f | %.2f |\n", k, r.n, r.tps, r.tps / lora_[0].second.tps, r.decode_tps,
+                  r.decode_tps / lora_[0].second.decode_tps);
+    }
+    std::printf("\n");
+  }
   if (!agg_.empty()) {
     std::printf("| sequences | generated t/s | x one | t/s while all decode | x one | median inter-token ms |\n"
                 "|---|---|---|---|---|---|\n");
@@ -467,6 +522,7 @@ int bench_parallel(int argc, char** argv) {
   const std::string type = lm->model->file_type_name();
   ParallelBench b(f, make_model(std::move(lm->model), std::move(lm->tokenizer)), type);
   if (f.wants("aggregate")) b.aggregate_test();
+  if (!f.lora_mix.empty()) b.lora_test();
   if (f.wants("ttft")) b.ttft_test();
   if (f.wants("session")) {
     if (Status st = b.session_test(); !st.ok()) return fail("bench", st.message());

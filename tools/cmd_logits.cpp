@@ -46,7 +46,7 @@ TopK top_k(const float* row, int64_t n, int k) {
 }
 
 struct LogitsFlags {
-  std::string model_path, tokens_arg, prompt, prompt_file, out_path, dump_dir, kv_type = "f16";
+  std::string model_path, tokens_arg, prompt, prompt_file, out_path, dump_dir, kv_type = "f16", lora;
   bool all = false, json = false, parse_special = false, no_bos = false, float_act = false, amx_bf16 = false;
   LoadFlags load_flags;
   int top = 32, greedy = 0, threads = 0;
@@ -76,6 +76,7 @@ void add_logits_flags(ArgParser& ap, LogitsFlags& f) {
                 &f.dump_dir);
   ap.add_flag({"--json"}, "print a JSON object with tokens, top-K per position and greedy tokens", &f.json);
   ap.add_int({"-t", "--threads"}, "N", "threads (default: all cores)", &f.threads);
+  ap.add_string({"--lora"}, "PATH[:SCALE]", "with this LoRA adapter (llama.cpp GGUF or PEFT directory) at SCALE (default 1)", &f.lora);
   ap.add_int({"-c", "--ctx"}, "N", "context size (default: prompt + greedy)", &f.ctx);
 }
 
@@ -195,7 +196,19 @@ int cmd_logits(int argc, char** argv) {
   std::vector<int32_t> tokens;
   if (int rc = prompt_tokens(ap, f, *lm, &tokens); rc >= 0) return rc;
   ActivationDump dump(f.dump_dir);
-  Result<std::unique_ptr<SequenceEvaluator>> evaluator = SequenceEvaluator::create(*lm->model, logits_evaluator_options(f, tokens.size(), &dump));
+  EvaluatorOptions eo = logits_evaluator_options(f, tokens.size(), &dump);
+  std::unique_ptr<LoraAdapter> adapter;
+  LoraSet lora;
+  if (!f.lora.empty()) {
+    Result<LoraSpec> spec = parse_lora_flag(f.lora);
+    if (!spec.ok()) return ap.usage_error(spec.message());
+    Result<std::unique_ptr<LoraAdapter>> ad = load_lora(spec->path, *lm->model);
+    if (!ad.ok()) return fail("logits", ad.message());
+    adapter = std::move(ad.value());
+    lora.uses = {{adapter.get(), spec->scale}};
+    eo.lora = &lora;
+  }
+  Result<std::unique_ptr<SequenceEvaluator>> evaluator = SequenceEvaluator::create(*lm->model, eo);
   if (!evaluator.ok()) return fail("logits", evaluator.message());
   SequenceEvaluator& s = **evaluator;
   const int64_t V = s.n_vocab();

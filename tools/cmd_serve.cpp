@@ -70,6 +70,7 @@ int cmd_serve(int argc, char** argv) {
   so.access_log = !no_access_log;
   if (!server::parse_pooling(pooling, &so.pooling)) return ap.usage_error("--pooling must be mean or last");
   so.webui = !no_webui;
+  so.lora_root = ef.lora_dir;
 
   // Bind before loading: a client (or a test) learns the port at once and sees /health 503.
   Result<std::unique_ptr<server::OpenAiServer>> srv = server::OpenAiServer::start(so);

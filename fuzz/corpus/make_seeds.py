@@ -246,6 +246,28 @@ ROUNDTRIP = {
 }
 
 
+def lora_file_seeds():
+    """fuzz_lora_file: a flag byte (0: GGUF adapter, 1: PEFT), then the GGUF file, or the
+    adapter_config.json text, a NUL and adapter_model.safetensors."""
+    meta = [("general.architecture", STRING, "llama"), ("general.type", STRING, "adapter"),
+            ("adapter.type", STRING, "lora"), ("adapter.lora.alpha", F32, 16.0)]
+    pairs = [("blk.0.attn_q.weight", 64, 64), ("blk.0.ffn_down.weight", 192, 64), ("blk.1.attn_k.weight", 64, 32),
+             ("output.weight", 64, 128)]
+    tensors = []
+    for name, n_in, n_out in pairs:
+        tensors += [(name + ".lora_a", T_F32, [n_in, 4]), (name + ".lora_b", T_F16, [4, n_out])]
+    cfg = {"peft_type": "LORA", "r": 4, "lora_alpha": 8, "use_rslora": True, "bias": "none",
+           "target_modules": ["q_proj", "down_proj", "lm_head"], "rank_pattern": {"down_proj": 4},
+           "alpha_pattern": {"q_proj": 16}}
+    st = []
+    for module, n_in, n_out in [("model.layers.0.self_attn.q_proj", 64, 64), ("model.layers.1.mlp.down_proj", 192, 64),
+                                ("lm_head", 64, 128)]:
+        st += [("base_model.model." + module + ".lora_A.weight", "F32", [4, n_in], 4),
+               ("base_model.model." + module + ".lora_B.weight", "BF16", [n_out, 4], 2)]
+    return {"gguf_adapter": b"\x00" + gguf_file(3, meta, tensors),
+            "peft_adapter": b"\x01" + json.dumps(cfg).encode() + b"\x00" + safetensors_file(st, {"format": "pt"})}
+
+
 def write(subdir, files):
     d = os.path.join(HERE, subdir)
     os.makedirs(d, exist_ok=True)
@@ -264,3 +286,4 @@ if __name__ == "__main__":
                              "bpe_tools_template.json": tokenizer_json(True, TEMPLATES["tools.jinja"])})
     write("tokenizer_template", {k: v.encode() for k, v in TEMPLATES.items()})
     write("tokenizer_roundtrip", ROUNDTRIP)
+    write("lora_file", lora_file_seeds())

@@ -69,6 +69,23 @@ enum class SpecMode {
   kDraft,  // a draft model's greedy guesses (EngineOptions::draft_model)
 };
 
+// A LoRA adapter to load (model/lora.h): a llama.cpp GGUF adapter or a PEFT directory, its
+// name (what Request::loras and the API's "model" call it) and default scale.
+struct LoraSpec {
+  std::string name, path;
+  float scale = 1.0f;
+};
+
+// A loaded adapter, as Engine::loras() lists it.
+struct LoraInfo {
+  std::string name, path, format;  // format: "gguf" or "peft"
+  float scale = 1.0f;
+  int64_t rank = 0;          // the largest of its products
+  int64_t bytes = 0;         // of its A and B
+  int64_t requests = 0;      // requests submitted with it so far
+  int64_t running = 0;       // requests with it not yet finished
+};
+
 struct EngineOptions {
   int threads = 0;               // 0: all cores
   // The KV pool, shared by all sequences: kv_memory bytes, else ctx tokens, else
@@ -114,6 +131,14 @@ struct EngineOptions {
   std::shared_ptr<const Model> draft_model;
   int spec_max_guesses = 8;
   int spec_min_guesses = 0;
+  // LoRA adapters loaded at create (names unique); lora_runtime: load_lora / unload_lora may
+  // add and remove adapters later. Either needs the CPU runner (the GPU runner has no LoRA
+  // products): with gpu_layers -1 the engine then runs on the CPU, saying so. max_loras: the
+  // most adapters held at once (0: no bound); loading one more unloads the least recently used
+  // adapter no request runs with, or fails when every one is in use.
+  std::vector<LoraSpec> loras;
+  bool lora_runtime = false;
+  int max_loras = 0;
   // Where this engine's messages go (the device it runs on, session files it could not use);
   // empty: the process-wide callback (set_log_callback), by default stderr.
   LogCallback log;
@@ -181,6 +206,14 @@ class Engine {
   Status save_sessions();
 
   EngineStats stats() const;
+
+  // LoRA adapters (EngineOptions::lora_runtime, or loras given at create). load_lora fails on a
+  // name already loaded, a file that does not fit the model (what and where), or a full cache
+  // of adapters all in use (kConflict); unload_lora on an unknown name (kNotFound) or one that a
+  // queued or running request uses (kConflict).
+  Status load_lora(const LoraSpec& spec);
+  Status unload_lora(const std::string& name);
+  std::vector<LoraInfo> loras() const;
   // Where the steps run: "cpu", or "cuda:0 NVIDIA H200, 32 of 32 layers".
   std::string where() const;
   const Model& model() const;

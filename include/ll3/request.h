@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -88,6 +89,13 @@ enum class Pooling {
   kLast,  // the last prompt token's row
 };
 
+// A LoRA adapter a request runs with (Engine::load_lora, EngineOptions::loras), by name, at a
+// scale (multiplying its alpha / rank; NaN: the scale it was loaded with, 0: off).
+struct LoraUse {
+  std::string name;
+  float scale = std::numeric_limits<float>::quiet_NaN();
+};
+
 struct Request {
   // The prompt: token ids when given, else `text` tokenized by the model's tokenizer (special
   // tokens like <|eot_id|> recognised, <|begin_of_text|> added unless add_bos is false).
@@ -113,6 +121,9 @@ struct Request {
   // Guess and verify ahead when the engine speculates (EngineOptions::spec): the same tokens,
   // sooner. False opts this request out.
   bool speculative = true;
+  // LoRA adapters, applied in this order beside every product they correct. Their KV is theirs:
+  // the prefix cache and sessions are never shared with other adapter sets or the base.
+  std::vector<LoraUse> loras;
   // Every generated text matches this grammar (ll3/grammar.h): tokens it cannot continue with
   // are never sampled, an end-of-generation token comes only where the grammar may end, and
   // generation stops where nothing can follow. Null: unconstrained.

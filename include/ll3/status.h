@@ -22,6 +22,8 @@ enum class StatusCode {
   kInvalid,       // the caller's input is malformed or out of range
   kTooLong,       // a request that can never fit the context or the KV pool
   kUnavailable,   // temporarily: the queue is full, the engine is shutting down
+  kNotFound,      // a named thing (a LoRA adapter) is not there
+  kConflict,      // the thing is in a state that refuses it: an adapter in use cannot be unloaded
 };
 
 class [[nodiscard]] Status {

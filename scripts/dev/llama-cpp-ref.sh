@@ -9,6 +9,7 @@
 # VNNI and BF16, the build that reproduces ../shared/models/golden bit for bit). Writes
 # OUT_DIR/logits.f32 (n_tokens x n_vocab) and OUT_DIR/act/NNN_<node>.f32, every node of the
 # graph; compare them with `ll3 logits --dump-activations DIR` by compare_activations.py.
+# With PROBE_LORA=ADAPTER.gguf[:SCALE] the adapter is applied (as llama-cli --lora-scaled).
 # With PROBE_BENCH=PP,TG in the environment it times that build instead (prompt of PP tokens, TG
 # decoded), printing t/s as llama-bench does; OUT_DIR is then unused.
 #

@@ -3,6 +3,7 @@
 // every position. Writes the logits (float32, n_tokens x n_vocab) and, with PROBE_DUMP=DIR,
 // every F32 node of the graph as DIR/NNN_<node name>.f32 in graph order, so that
 // `ll3 logits --dump-activations` can be compared op by op (compare_activations.py).
+// With PROBE_LORA=PATH[:SCALE] a LoRA adapter is applied (llama_set_adapters_lora).
 // With PROBE_BENCH=PP,TG it times instead: a prompt of PP tokens (the token file's, repeated)
 // and TG tokens decoded one at a time, median of 3, and prints t/s as llama-bench does.
 // Built and run by llama-cpp-ref.sh; not part of ll3.
@@ -128,6 +129,23 @@ int main(int argc, char** argv) {
   if (dump_dir) cp.cb_eval = dump_node;
   struct llama_context* ctx = llama_init_from_model(model, cp);
   if (!ctx) return 1;
+  // PROBE_LORA=PATH[:SCALE]: a LoRA adapter on the context, as llama-cli --lora-scaled does.
+  const char* lora = getenv("PROBE_LORA");
+  if (lora) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s", lora);
+    float scale = 1.0f;
+    char* colon = strrchr(path, ':');
+    if (colon) {
+      scale = strtof(colon + 1, NULL);
+      *colon = 0;
+    }
+    struct llama_adapter_lora* ad = llama_adapter_lora_init(model, path);
+    if (!ad || llama_set_adapters_lora(ctx, &ad, 1, &scale) != 0) {
+      fprintf(stderr, "llama_probe: cannot apply the LoRA adapter %s\n", path);
+      return 1;
+    }
+  }
 
   struct llama_batch b = llama_batch_init(n, 0, 1);
   for (int i = 0; i < n; i++) {

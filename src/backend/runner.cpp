@@ -9,7 +9,7 @@
 
 namespace ll3 {
 
-Status validate_plan(const BatchPlan& plan, int64_t max_tokens, int64_t n_vocab, int64_t bs, int64_t n_blocks) {
+Status validate_plan(const BatchPlan& plan, int64_t max_tokens, int64_t n_vocab, int64_t bs, int64_t n_blocks, bool lora) {
   const int64_t n = static_cast<int64_t>(plan.tokens.size());
   if (n == 0) return Status::error("forward: empty batch");
   if (n > max_tokens) {
@@ -44,6 +44,13 @@ Status validate_plan(const BatchPlan& plan, int64_t max_tokens, int64_t n_vocab,
   for (int32_t r : plan.hidden_rows) {
     if (r < 0 || r >= n) return Status::errorf("forward: hidden row %d out of range", r);
   }
+  if (!plan.seq_lora.empty() || !plan.lora_sets.empty()) {
+    if (!lora) return Status::error("forward: LoRA adapters run on the CPU only (this runner has no LoRA products)");
+    if (plan.seq_lora.size() != plan.seqs.size()) return Status::error("forward: seq_lora must name a set (or -1) for every sequence");
+    for (int32_t k : plan.seq_lora) {
+      if (k < -1 || k >= static_cast<int32_t>(plan.lora_sets.size())) return Status::errorf("forward: LoRA set %d out of range", k);
+    }
+  }
   return Status();
 }
 
@@ -66,9 +73,13 @@ Result<std::unique_ptr<ModelRunner>> make_runner(const LlamaModel& model, KvCach
   if (o.gpu_layers > 0 && model.has_w8a8_weights()) {
     return Status::invalid(std::string("--gpu-layers: ") + kW8A8CpuOnly + " (use --gpu-layers 0)", "gpu_layers");
   }
+  constexpr const char* kLoraCpuOnly = "LoRA adapters have CPU products only";
+  if (o.gpu_layers > 0 && o.lora) return Status::invalid(std::string("--gpu-layers: ") + kLoraCpuOnly + " (use --gpu-layers 0)", "gpu_layers");
   std::string why;
   if (o.gpu_layers != 0 && model.has_w8a8_weights()) {
     if (!cuda_devices(&why).empty()) o.log.warn(std::string("not on the GPU: ") + kW8A8CpuOnly);
+  } else if (o.gpu_layers != 0 && o.lora) {
+    if (!cuda_devices(&why).empty()) o.log.warn(std::string("not on the GPU: ") + kLoraCpuOnly);
   } else if (o.gpu_layers != 0 && !cuda_devices(&why).empty()) {
     GpuRunnerOptions go;
     go.max_batch_tokens = o.max_batch_tokens;
@@ -90,8 +101,9 @@ Result<std::unique_ptr<ModelRunner>> make_runner(const LlamaModel& model, KvCach
   } else if (o.gpu_layers > 0) {
     return Status::error("--gpu-layers: " + (cuda_compiled_archs().empty() ? std::string("this ll3 was built without CUDA") : why));
   }
-  return std::unique_ptr<ModelRunner>(
-      std::make_unique<CpuRunner>(model, kv, pool, o.max_batch_tokens, o.int8_activations, o.amx_prompts));
+  auto cpu = std::make_unique<CpuRunner>(model, kv, pool, o.max_batch_tokens, o.int8_activations, o.amx_prompts);
+  if (o.lora) cpu->enable_lora();
+  return std::unique_ptr<ModelRunner>(std::move(cpu));
 }
 
 }  // namespace ll3

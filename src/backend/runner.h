@@ -39,12 +39,16 @@ class ModelRunner {
 
   // Where the steps run, for logs and `ll3 bench`: "cpu", "cuda:0 NVIDIA H200, 32 of 32 layers".
   virtual std::string where() const = 0;
+  // Whether steps may carry LoRA adapters (BatchPlan::lora_sets): the CPU runner's products.
+  virtual bool supports_lora() const { return false; }
 };
 
 // The checks every runner makes before a step: at most max_tokens tokens, ids below n_vocab,
 // sequences covering the batch in order, block tables long enough and their ids below n_blocks
-// (bs positions each), logit and hidden rows inside the batch.
-Status validate_plan(const BatchPlan& plan, int64_t max_tokens, int64_t n_vocab, int64_t bs, int64_t n_blocks);
+// (bs positions each), logit and hidden rows inside the batch; LoRA set indices inside the
+// plan's sets, and none at all for a runner without LoRA products (lora false).
+Status validate_plan(const BatchPlan& plan, int64_t max_tokens, int64_t n_vocab, int64_t bs, int64_t n_blocks,
+                     bool lora = false);
 
 struct RunnerOptions {
   // Layers on the CUDA device: -1 all of them when a device is usable and they fit (else the
@@ -59,6 +63,7 @@ struct RunnerOptions {
   int64_t max_batch_tokens = 256;
   bool int8_activations = true;  // CPU: 8-bit activations for quantized weights
   bool amx_prompts = false;      // CPU: AMX bf16 tiles for prompts where present
+  bool lora = false;             // steps may carry LoRA adapters: the CPU runner, which has their products
   Logger log;                    // where the choice is reported
 };
 

@@ -58,6 +58,7 @@ Result<void*> read_into_huge_pages(int fd, const std::string& path, size_t size,
   for (size_t off = 0; off < size;) {
     const ssize_t r = pread(fd, static_cast<char*>(p) + off, std::min<size_t>(size - off, size_t{64} << 20),
                             static_cast<off_t>(off));
+    if (r < 0 && errno == EINTR) continue;
     if (r <= 0) {
       const int e = r < 0 ? errno : EIO;
       munmap(p, *map_bytes);
@@ -112,7 +113,11 @@ MapMode auto_map_mode(uint64_t bytes) {
 }
 
 Result<MmapFile> MmapFile::open(const std::string& path, MapMode mode) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // A signal (a SIGTERM that ll3 serve handles on another thread) interrupts an open that waits
+  // (a FIFO, a network file system): it is no reason to fail.
+  int fd;
+  while ((fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC)) < 0 && errno == EINTR) {
+  }
   if (fd < 0) return Status::errorf("%s: cannot open: %s", path.c_str(), std::strerror(errno));
   struct stat st {};
   if (fstat(fd, &st) != 0) {

@@ -203,6 +203,7 @@ Status Engine::Impl::init() {
   ro.max_batch_tokens = opt.batch_tokens;
   ro.int8_activations = opt.int8_activations;
   ro.amx_prompts = opt.amx_prompts;
+  ro.lora = lora_enabled();
   ro.log = log;
   Result<std::unique_ptr<ModelRunner>> r = make_runner(m, *kv, *pool, ro);
   if (!r.ok()) return r.status();
@@ -211,6 +212,11 @@ Status Engine::Impl::init() {
   const int64_t V = m.config.n_vocab;
   for (int t = 0; t < pool->size(); ++t) samplers.push_back(std::make_unique<Sampler>(static_cast<int32_t>(V)));
   plan_seqs.reserve(static_cast<size_t>(opt.max_seqs));
+  plan_seq_ptrs.reserve(static_cast<size_t>(opt.max_seqs));
+  plan_lora_sets.reserve(static_cast<size_t>(opt.max_seqs));
+  plan_seq_lora.reserve(static_cast<size_t>(opt.max_seqs));
+  if (opt.max_loras < 0) return Status::invalid("max_loras must not be negative", "max_loras");
+  for (const LoraSpec& spec : opt.loras) LL3_RETURN_IF_ERROR(load_lora(spec));
   to_sample.reserve(static_cast<size_t>(opt.max_seqs));
   const int64_t rows = std::min(opt.max_seqs, opt.batch_tokens) + so.prompt_logit_rows + so.draft_rows;
   draft_jobs.reserve(static_cast<size_t>(opt.max_seqs));
@@ -271,6 +277,13 @@ Result<RequestId> Engine::Impl::submit(Request r) {
                                    static_cast<long long>(opt.max_queue)),
                          StatusCode::kUnavailable);
   }
+  if (!s->req.loras.empty()) {
+    Result<std::shared_ptr<const EngineLoraSet>> set = resolve_loras(s->req.loras);
+    if (!set.ok()) return set.status();
+    s->lora = std::move(set.value());
+  }
+  s->session_key = s->req.session_id;
+  if (s->lora && !s->session_key.empty()) s->session_key += strprintf("#lora-%016llx", static_cast<unsigned long long>(s->lora->salt));
   const RequestId id = next_id++;
   s->id = id;
   inbox.push_back(std::move(s));
@@ -289,15 +302,16 @@ void Engine::Impl::take_inbox() {
     cn.swap(cancels);
   }
   for (std::unique_ptr<Seq>& s : in) {
-    if (!s->req.session_id.empty()) {
-      Status st = sessions->restore(s->req.session_id);
+    const uint64_t salt = s->lora ? s->lora->salt : 0;
+    if (!s->session_key.empty()) {
+      Status st = sessions->restore(s->session_key, salt);
       if (!st.ok()) {
         s->session_warning = st.message();
         log.warn(st.message());
       }
     }
     sched->add(s->id, std::move(s->prompt), s->max_len, s->req.priority, s->req.prompt_logprobs >= 0,
-               s->req.pooling != Pooling::kNone);
+               s->req.pooling != Pooling::kNone, salt);
     if (draft && s->req.speculative) draft->open(s->id, s->max_len);
     const RequestId id = s->id;
     seqs.emplace(id, std::move(s));
@@ -317,7 +331,7 @@ void Engine::Impl::keep_session(Seq* s) {
   // What the client saw: not the guesses accepted after a stop (their KV is valid all the same).
   const int64_t n = std::min(q.n_computed, s->keep_limit);
   const size_t nb = static_cast<size_t>((n + bs - 1) / bs);
-  sessions->pin(s->req.session_id, std::span<const int32_t>(q.tokens).first(static_cast<size_t>(n)),
+  sessions->pin(s->session_key, std::span<const int32_t>(q.tokens).first(static_cast<size_t>(n)),
                 kvm->blocks(s->id).first(nb));
 }
 
@@ -346,6 +360,7 @@ void Engine::Impl::finish(Seq* s, FinishReason reason, const std::string& error)
   if (!s->req.session_id.empty() && reason != FinishReason::kError) keep_session(s);
   sched->remove(s->id);
   if (draft) draft->close(s->id);
+  release_loras(s);
   if (s->req.on_finish) s->req.on_finish(info);
   std::lock_guard<std::mutex> lk(mu);
   live.erase(s->id);
@@ -496,6 +511,27 @@ EngineStats Engine::stats() const {
 }
 
 std::string Engine::where() const { return impl_->runner->where(); }
+
+Status Engine::load_lora(const LoraSpec& spec) { return impl_->load_lora(spec); }
+Status Engine::unload_lora(const std::string& name) { return impl_->unload_lora(name); }
+
+std::vector<LoraInfo> Engine::loras() const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  std::vector<LoraInfo> out;
+  for (const auto& [name, e] : impl_->loras) {
+    LoraInfo i;
+    i.name = name;
+    i.path = e.spec.path;
+    i.format = e.adapter->format;
+    i.scale = e.spec.scale;
+    i.rank = e.adapter->max_rank;
+    i.bytes = static_cast<int64_t>(e.adapter->bytes());
+    i.requests = e.requests;
+    i.running = e.running;
+    out.push_back(std::move(i));
+  }
+  return out;
+}
 
 const Model& Engine::model() const { return *impl_->model; }
 const EngineOptions& Engine::options() const { return impl_->opt; }

@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <map>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -33,6 +34,7 @@
 #include "kv/kv_cache.h"
 #include "kv/kv_manager.h"
 #include "ll3/engine.h"
+#include "model/lora.h"
 
 namespace ll3 {
 
@@ -44,6 +46,24 @@ inline double now_seconds() {
 struct RowLogprob {
   float logprob = 0;
   std::vector<TopLogprob> top;
+};
+
+// A request's LoRA adapters as the runner takes them (BatchPlan::lora_sets), what keeps them
+// loaded while it runs, and the fingerprint its KV is keyed by. Requests with the same adapters
+// at the same scales share one (their rows share the pass over A and B).
+struct EngineLoraSet {
+  LoraSet set;
+  std::vector<std::shared_ptr<const LoraAdapter>> keep;
+  std::vector<std::string> names;
+  uint64_t salt = 0;
+};
+
+// A loaded adapter (engine_lora.cpp).
+struct LoraEntry {
+  std::shared_ptr<const LoraAdapter> adapter;
+  LoraSpec spec;
+  uint64_t last_used = 0;
+  int64_t requests = 0, running = 0;
 };
 
 // One request as the engine thread sees it. Its tokens and KV are the scheduler's.
@@ -89,6 +109,9 @@ struct Seq {
   std::vector<double> pooled;
   int64_t n_pooled = 0;
   std::optional<grammar::Matcher> grammar;  // Request::grammar: how far its output is in it
+  std::shared_ptr<const EngineLoraSet> lora;  // Request::loras; null: the base model
+  // The session's name in the store: Request::session_id, keyed by the adapter set's fingerprint.
+  std::string session_key;
 };
 
 struct Engine::Impl {
@@ -110,8 +133,16 @@ struct Engine::Impl {
   std::vector<std::unique_ptr<Sampler>> samplers;  // one per pool thread
   std::unique_ptr<DraftModel> draft;                // SpecMode::kDraft
 
+  // LoRA adapters by name, the sets requests use (engine_lora.cpp), under mu.
+  std::map<std::string, LoraEntry> loras;
+  std::map<std::string, std::weak_ptr<const EngineLoraSet>> lora_sets;
+  uint64_t lora_clock = 0;
+
   // Per step, sized once.
   std::vector<SeqBatch> plan_seqs;
+  std::vector<Seq*> plan_seq_ptrs;  // the request of each of plan_seqs
+  std::vector<const LoraSet*> plan_lora_sets;
+  std::vector<int32_t> plan_seq_lora;
   std::vector<int32_t> plan_rows;
   std::vector<float> logits;      // (min(max_seqs, batch_tokens) + prompt logit rows, n_vocab)
   struct SampleRow {
@@ -212,5 +243,14 @@ struct Engine::Impl {
   void handle_token(Seq* s, int32_t t, int64_t pos, const RowLogprob& lp);
   void finish(Seq* s, FinishReason reason, const std::string& error = "");
   void keep_session(Seq* s);
+
+  // LoRA (engine_lora.cpp).
+  bool lora_enabled() const { return !opt.loras.empty() || opt.lora_runtime; }
+  Status load_lora(const LoraSpec& spec);
+  Status unload_lora(const std::string& name);
+  // Under mu: the request's adapters, resolved and counted as running; null for none.
+  Result<std::shared_ptr<const EngineLoraSet>> resolve_loras(const std::vector<LoraUse>& uses);
+  void release_loras(const Seq* s);
+  void plan_loras(BatchPlan* p);
 };
 }  // namespace ll3

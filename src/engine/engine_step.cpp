@@ -143,6 +143,7 @@ void Engine::Impl::note_admissions(const SchedulerOutput& out) {
 // The runner's view of the step, and which logits rows are sampled or score a prompt.
 BatchPlan Engine::Impl::plan(const SchedulerOutput& out) {
   plan_seqs.clear();
+  plan_seq_ptrs.clear();
   plan_rows.clear();
   to_sample.clear();
   prompt_rows.clear();
@@ -157,6 +158,7 @@ BatchPlan Engine::Impl::plan(const SchedulerOutput& out) {
     sb.block_table = out.block_table(it);
     plan_seqs.push_back(sb);
     Seq* s = seqs.at(it.id).get();
+    plan_seq_ptrs.push_back(s);
     const SeqState& q = sched->seq(it.id);
     if (s->req.pooling != Pooling::kNone) {  // an embedding: hidden rows, never logits (engine_embed.cpp)
       plan_hidden(s, it);
@@ -188,6 +190,7 @@ BatchPlan Engine::Impl::plan(const SchedulerOutput& out) {
   p.seqs = plan_seqs;
   p.logit_rows = plan_rows;
   p.hidden_rows = hidden_rows;
+  plan_loras(&p);
   return p;
 }
 

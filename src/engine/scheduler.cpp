@@ -17,7 +17,7 @@ Scheduler::Scheduler(KvManager& kv, const SchedulerOptions& options) : kv_(kv), 
 }
 
 void Scheduler::add(uint64_t id, std::vector<int32_t> tokens, int64_t max_len, int priority, bool all_logits,
-                    bool embedding) {
+                    bool embedding, uint64_t kv_salt) {
   SeqState& s = seqs_[id];
   s.id = id;
   s.priority = priority;
@@ -29,7 +29,7 @@ void Scheduler::add(uint64_t id, std::vector<int32_t> tokens, int64_t max_len, i
   s.tokens.reserve(static_cast<size_t>(std::max(max_len, s.n_prompt)));
   s.all_logits = all_logits;
   s.embedding = embedding;
-  kv_.open(id, (max_len + kv_.block_size() - 1) / kv_.block_size());
+  kv_.open(id, (max_len + kv_.block_size() - 1) / kv_.block_size(), kv_salt);
   enqueue(&s);
 }
 

@@ -116,8 +116,9 @@ class Scheduler {
 
   // Queues a sequence. tokens: its prompt (n_prompt = tokens.size()); max_len: the most tokens it
   // will ever hold (its token list and block table are reserved for them now).
+  // kv_salt: the LoRA adapter set's fingerprint (0: the base), which keys its prefix cache.
   void add(uint64_t id, std::vector<int32_t> tokens, int64_t max_len, int priority, bool all_logits,
-           bool embedding = false);
+           bool embedding = false, uint64_t kv_salt = 0);
   // A token sampled for id: the next step computes it.
   void append(uint64_t id, int32_t token) { seqs_.at(id).tokens.push_back(token); }
   // id's prompt has been scored: it may use the prefix cache again if it is ever recomputed.

@@ -238,7 +238,7 @@ std::string SessionStore::mismatch(const SessionFileHeader& h, const std::string
 
 // Copies a file's K and V rows (payload: each layer's K rows, then its V rows) into e's blocks,
 // then names them, so that the session's next request finds them through the prefix cache.
-void SessionStore::load(Entry& e, const uint8_t* payload, size_t row_bytes) {
+void SessionStore::load(Entry& e, const uint8_t* payload, size_t row_bytes, uint64_t salt) {
   const KvCacheConfig& c = kv_.config();
   const int64_t n = static_cast<int64_t>(e.tokens.size()), bs = c.block_size;
   for (int64_t l = 0; l < c.n_layers; ++l) {
@@ -250,14 +250,14 @@ void SessionStore::load(Entry& e, const uint8_t* payload, size_t row_bytes) {
       std::memcpy(kv_.v_row(l, b, p % bs), v + p * row_bytes, row_bytes);
     }
   }
-  uint64_t chain = pool_.root_hash();
+  uint64_t chain = pool_.root_hash(salt);
   for (size_t i = 0; i < e.blocks.size(); ++i) {
     const int64_t len = std::min<int64_t>(bs, n - static_cast<int64_t>(i) * bs);
     chain = pool_.name(e.blocks[i], chain, std::span<const int32_t>(e.tokens).subspan(i * bs, static_cast<size_t>(len)));
   }
 }
 
-Status SessionStore::restore(const std::string& id) {
+Status SessionStore::restore(const std::string& id, uint64_t salt) {
   if (dir_.empty()) return Status();
   const std::string path = path_for(id);
   const int64_t stamp = stamp_of(path);
@@ -294,7 +294,7 @@ Status SessionStore::restore(const std::string& id) {
   e.last_used = ++clock_;
   e.file_stamp = stamp;
   for (int64_t i = 0; i < need; ++i) e.blocks.push_back(pool_.allocate());
-  load(e, f->data() + pf->payload_offset, static_cast<size_t>(h.row_bytes));
+  load(e, f->data() + pf->payload_offset, static_cast<size_t>(h.row_bytes), salt);
   entries_.push_back(std::move(e));
   ++restored;
   while (pinned_blocks() > max_blocks_ && entries_.size() > 1 && evict_one()) {

@@ -45,7 +45,8 @@ class SessionStore {
   // changed since this store last wrote or read it (another replica's newer turn): then the
   // file is read, and the old blocks stay in the prefix cache, so a request finds the longer of
   // the two.
-  Status restore(const std::string& id);
+  // Its blocks are named in the chain of `salt` (BlockPool::root_hash: a LoRA set's, 0 the base's).
+  Status restore(const std::string& id, uint64_t salt = 0);
   // Unpins the least recently used session, saving it first if its KV is unsaved. False if none.
   bool evict_one();
   // Waits for the writer thread, then saves every session still unsaved; the first error.
@@ -90,7 +91,7 @@ class SessionStore {
   Status save(Entry& e);
   void save_behind(Entry& e);
   std::string mismatch(const SessionFileHeader& h, const std::string& id) const;
-  void load(Entry& e, const uint8_t* payload, size_t row_bytes);
+  void load(Entry& e, const uint8_t* payload, size_t row_bytes, uint64_t salt);
   void writer_loop();
   void drain();
   void unpin(size_t i);

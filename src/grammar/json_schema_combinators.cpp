@@ -155,7 +155,7 @@ Result<std::string> SchemaCompiler::visit_any_of(const ojson& s, const std::stri
         if (ty.is_string()) sh.types = type_bits(ty.get<std::string>());
         if (ty.is_array())
           for (const auto& x : ty) sh.types |= x.is_string() ? type_bits(x.get<std::string>()) : kAll;
-        if (t->value("nullable", false)) sh.types |= kNull;
+        if (nullable(*t)) sh.types |= kNull;
       }
       if (sh.types == kObject && t->contains("properties") && t->contains("required") && (*t)["required"].is_array()) {
         for (const auto& name : (*t)["required"]) {
@@ -188,7 +188,7 @@ Result<std::string> SchemaCompiler::visit_any_of(const ojson& s, const std::stri
     if (!e.ok()) return e;
     alts.push_back(*e);
   }
-  if (s.value("nullable", false)) alts.push_back("json-null");
+  if (nullable(s)) alts.push_back("json-null");
   std::string body;
   for (size_t k = 0; k < alts.size(); ++k) body += (k ? " | " : "") + alts[k];
   return add_rule(hint, body);

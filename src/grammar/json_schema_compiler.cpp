@@ -128,6 +128,7 @@ Status SchemaCompiler::check_keywords(const ojson& s, const std::string& ptr) co
   for (const auto& [k, v] : s.items()) {
     if (kRefused.count(k)) return schema_error("'" + k + "' at " + ptr + " is not supported");
   }
+  if (s.contains("nullable") && !s["nullable"].is_boolean()) return schema_error("'nullable' at " + ptr + " is not a boolean");
   return Status();
 }
 
@@ -190,7 +191,7 @@ Result<std::string> SchemaCompiler::visit(const ojson& s, const std::string& ptr
     if (!e.ok()) return e;
     alts.push_back(*e);
   }
-  if (s.value("nullable", false) && std::find(types.begin(), types.end(), "null") == types.end()) alts.push_back("json-null");
+  if (nullable(s) && std::find(types.begin(), types.end(), "null") == types.end()) alts.push_back("json-null");
   if (alts.empty()) return schema_error("'type' at " + ptr + " lists no type");
   return alternatives(alts);
 }
@@ -262,7 +263,7 @@ Result<std::string> SchemaCompiler::visit_values(const ojson& s, const std::stri
   std::vector<std::string> alts;
   for (const auto& v : values)
     if (type_ok(v)) alts.push_back(gbnf_literal(v.dump(-1, ' ', false, ojson::error_handler_t::replace)));
-  if (s.value("nullable", false)) alts.push_back("json-null");
+  if (nullable(s)) alts.push_back("json-null");
   if (alts.empty()) return schema_error("'enum' at " + ptr + ": no value has the schema's type");
   return add_rule(hint, alternatives(alts));
 }

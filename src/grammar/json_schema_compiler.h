@@ -14,6 +14,14 @@
 
 namespace ll3::grammar {
 
+// OpenAPI's "nullable": true (also null allowed). Only a boolean true counts: any other value
+// is refused by check_keywords before a schema is compiled, and reads as false where a schema
+// is only inspected (never an exception from the JSON library on a hostile schema).
+inline bool nullable(const nlohmann::ordered_json& s) {
+  const auto it = s.find("nullable");
+  return it != s.end() && it->is_boolean() && it->get<bool>();
+}
+
 class SchemaCompiler {
  public:
   using ojson = nlohmann::ordered_json;

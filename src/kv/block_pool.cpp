@@ -200,9 +200,11 @@ int32_t BlockPool::common_prefix(int32_t b, std::span<const int32_t> t) const {
   return static_cast<int32_t>(i);
 }
 
-BlockPool::Match BlockPool::lookup(std::span<const int32_t> tokens, int64_t max_tokens) {
+uint64_t BlockPool::root_hash(uint64_t salt) const { return salt == 0 ? root_ : mix(root_ ^ mix(salt)); }
+
+BlockPool::Match BlockPool::lookup(std::span<const int32_t> tokens, int64_t max_tokens, uint64_t root) {
   Match m;
-  m.hash = root_;
+  m.hash = root;
   const int64_t limit = std::min<int64_t>(max_tokens, static_cast<int64_t>(tokens.size()));
   const int64_t bs = block_size_;
   // Whole blocks through the hash index, verifying the tokens (a 64-bit hash can collide).

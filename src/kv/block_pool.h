@@ -43,7 +43,9 @@ class BlockPool {
 
   int32_t n_blocks() const { return n_blocks_; }
   int32_t block_size() const { return block_size_; }
-  uint64_t root_hash() const { return root_; }
+  // Where every hash chain starts: the model's root, or with a salt (a LoRA adapter set's
+  // fingerprint) a root of its own, so that KV computed with other weights never matches.
+  uint64_t root_hash(uint64_t salt = 0) const;
   int32_t free_blocks() const { return n_free_; }     // unnamed, unreferenced
   int32_t cached_blocks() const { return n_cached_; } // named, unreferenced: evictable
   int32_t available() const { return n_free_ + n_cached_; }
@@ -78,7 +80,8 @@ class BlockPool {
   // The longest cached prefix of `tokens`, at most max_tokens of them. Full blocks come from
   // the hash index; where that chain ends, the named block after it sharing the most leading
   // tokens is the partial match (to be copied, then released).
-  Match lookup(std::span<const int32_t> tokens, int64_t max_tokens);
+  Match lookup(std::span<const int32_t> tokens, int64_t max_tokens, uint64_t root);
+  Match lookup(std::span<const int32_t> tokens, int64_t max_tokens) { return lookup(tokens, max_tokens, root_); }
 
   // The cached blocks from least to most recently used (tests, diagnostics).
   std::vector<int32_t> lru_order() const;

@@ -4,9 +4,10 @@ namespace ll3 {
 
 KvManager::KvManager(BlockPool& pool, bool prefix_cache) : pool_(pool), prefix_cache_(prefix_cache) {}
 
-void KvManager::open(uint64_t id, int64_t max_blocks) {
+void KvManager::open(uint64_t id, int64_t max_blocks, uint64_t salt) {
   SeqBlocks& s = seqs_[id];
   s.blocks.reserve(static_cast<size_t>(max_blocks));
+  s.root = pool_.root_hash(salt);
   reset(s);
 }
 
@@ -15,14 +16,14 @@ void KvManager::close(uint64_t id) { seqs_.erase(id); }
 void KvManager::reset(SeqBlocks& s) {
   s.blocks.clear();
   s.named = 0;
-  s.chain = pool_.root_hash();
+  s.chain = s.root;
 }
 
 int64_t KvManager::lookup(uint64_t id, std::span<const int32_t> tokens, int64_t max_tokens,
                           std::vector<BlockCopy>* copies) {
   SeqBlocks& s = seqs_.at(id);
   if (!prefix_cache_ || !s.blocks.empty()) return 0;
-  BlockPool::Match m = pool_.lookup(tokens, max_tokens);
+  BlockPool::Match m = pool_.lookup(tokens, max_tokens, s.root);
   s.blocks.assign(m.blocks.begin(), m.blocks.end());  // keeps the table's reserved room
   s.named = static_cast<int64_t>(s.blocks.size());
   s.chain = m.hash;

@@ -34,8 +34,9 @@ class KvManager {
   // Asks the reclaim callback for blocks once: true if it freed some.
   bool reclaim() { return reclaim_ && reclaim_(); }
 
-  // Starts tracking sequence `id` with an empty table of room for max_blocks blocks.
-  void open(uint64_t id, int64_t max_blocks);
+  // Starts tracking sequence `id` with an empty table of room for max_blocks blocks. Its chain
+  // starts at the pool's root for `salt` (BlockPool::root_hash): 0 for the base model.
+  void open(uint64_t id, int64_t max_blocks, uint64_t salt = 0);
   // Forgets `id`; its blocks must have been freed.
   void close(uint64_t id);
 
@@ -70,6 +71,7 @@ class KvManager {
     std::vector<int32_t> blocks;  // block table: positions [i * bs, (i + 1) * bs) in blocks[i]
     int64_t named = 0;            // the first `named` blocks are named...
     uint64_t chain = 0;           // ...and chain is the hash through them
+    uint64_t root = 0;            // where its chain starts
   };
   bool grow(SeqBlocks& s, int64_t end);
   void reset(SeqBlocks& s);

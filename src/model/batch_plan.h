@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace ll3 {
 
@@ -17,6 +18,17 @@ struct SeqBatch {
   std::span<const int32_t> block_table;
 };
 
+struct LoraAdapter;
+// The LoRA adapters (model/lora.h) one sequence runs with, each at a scale (times the adapter's
+// own alpha / rank), applied in this order.
+struct LoraUseOf {
+  const LoraAdapter* adapter = nullptr;
+  float scale = 1.0f;
+};
+struct LoraSet {
+  std::vector<LoraUseOf> uses;
+};
+
 struct BatchPlan {
   std::span<const int32_t> tokens;      // all sequences' new tokens, sequence after sequence
   std::span<const SeqBatch> seqs;
@@ -24,6 +36,10 @@ struct BatchPlan {
   // Indices into tokens whose final hidden state (after the output norm: what the LM head
   // reads) is wanted, in order: embedding requests pool them. Usually empty.
   std::span<const int32_t> hidden_rows;
+  // LoRA: the adapter sets this step's sequences run with, and per sequence (seqs' order) an
+  // index into them, or -1 for the base model alone. Both empty: every sequence is the base's.
+  std::span<const LoraSet* const> lora_sets = {};
+  std::span<const int32_t> seq_lora = {};
 };
 
 }  // namespace ll3

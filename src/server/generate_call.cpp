@@ -3,6 +3,8 @@
 #include <cmath>
 #include <ctime>
 
+#include "server/lora_routes.h"
+
 namespace ll3::server {
 
 namespace {
@@ -114,6 +116,9 @@ ApiError submit_error(const Status& st, Endpoint endpoint, bool shutting_down) {
         e.code = "queue_full";
       }
       break;
+    case StatusCode::kNotFound:
+    case StatusCode::kConflict:
+      return lora_error(st);  // an adapter unloaded since the request was read
     default:
       e.status = 500;
       e.type = "server_error";
@@ -132,6 +137,10 @@ GenerateCall::~GenerateCall() {
 
 void GenerateCall::start() {
   header_ = response_header(req_, ctx_);
+  if (ApiError e = resolve_loras(ctx_, req_, &req_.base.loras, &header_.model); !e.ok()) {
+    return ex_->respond(ctx_.error_response(e, ex_->request()));
+  }
+  if (!req_.base.loras.empty()) ex_->log_field("lora", header_.model);
   if (dialect_) header_.id = make_id(dialect_->id_prefix());
   if (ApiError e = tokenize_prompts(req_, ctx_, &prompt_tokens_); !e.ok()) {
     return ex_->respond(ctx_.error_response(e, ex_->request()));

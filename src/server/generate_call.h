@@ -46,6 +46,12 @@ class ServeContext {
   // In-flight accounting for the graceful shutdown.
   virtual void call_started() = 0;
   virtual void call_finished() = 0;
+  // LoRA adapters (server/lora_routes.h): what the engine holds, and run-time loading.
+  virtual std::vector<LoraInfo> loras() const = 0;
+  virtual Status load_lora(const LoraSpec& spec) = 0;
+  virtual Status unload_lora(const std::string& name) = 0;
+  virtual bool runtime_lora() const = 0;
+  virtual const std::string& lora_root() const = 0;
 };
 
 // An engine submit failure as the API reports it: 400 (invalid, too long for the context),

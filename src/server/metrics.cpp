@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <ctime>
 
 #include "ll3/status.h"
 
@@ -37,6 +38,20 @@ std::string num(double v) {
     if (std::strtod(s.c_str(), nullptr) == v) return s;
   }
   return strprintf("%.17g", v);
+}
+
+// A label value as the exposition format quotes it: backslash, double quote and newline escaped.
+std::string label_value(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
 }
 
 void family(std::string& out, const char* name, const char* type, const char* help) {
@@ -152,6 +167,29 @@ std::string Metrics::render(const EngineStats* stats, const ServerGauges& g) con
   gauge(out, "ll3_http_connections_open", "Open TCP connections.", static_cast<double>(g.connections_open));
   gauge(out, "ll3_http_requests_in_flight", "Generation requests not yet answered.", static_cast<double>(g.requests_in_flight));
   gauge(out, "ll3_model_loaded", "1 once the model is loaded and the engine serves.", g.model_loaded ? 1 : 0);
+  // Per LoRA adapter (label adapter: its name).
+  gauge(out, "ll3_lora_adapters_loaded", "LoRA adapters loaded.", static_cast<double>(g.loras.size()));
+  {
+    // vLLM's vllm:lora_requests_info shape, which gateways' endpoint pickers read for adapter
+    // affinity: the adapters with requests as a label, the time as the value.
+    std::string running;
+    for (const LoraInfo& l : g.loras) {
+      if (l.running > 0) running += (running.empty() ? "" : ",") + label_value(l.name);
+    }
+    family(out, "ll3_lora_requests_info", "gauge", "LoRA adapters with requests queued or running (label), at this time (value).");
+    out += strprintf("ll3_lora_requests_info{max_lora=\"%d\",running_lora_adapters=\"%s\",waiting_lora_adapters=\"\"} %.3f\n", g.max_loras,
+                     running.c_str(), static_cast<double>(std::time(nullptr)));
+  }
+  if (!g.loras.empty()) {
+    family(out, "ll3_lora_requests_total", "counter", "Requests submitted with each LoRA adapter.");
+    for (const LoraInfo& l : g.loras) {
+      out += strprintf("ll3_lora_requests_total{adapter=\"%s\"} %lld\n", label_value(l.name).c_str(), static_cast<long long>(l.requests));
+    }
+    family(out, "ll3_lora_requests_running", "gauge", "Requests with each LoRA adapter queued or running.");
+    for (const LoraInfo& l : g.loras) {
+      out += strprintf("ll3_lora_requests_running{adapter=\"%s\"} %lld\n", label_value(l.name).c_str(), static_cast<long long>(l.running));
+    }
+  }
   return out;
 }
 

@@ -37,6 +37,8 @@ struct ServerGauges {
   int64_t connections_open = 0;
   int64_t connections_total = 0;
   int64_t requests_in_flight = 0;  // HTTP requests with a generation running or queued
+  std::vector<LoraInfo> loras;     // the loaded LoRA adapters, with their request counts
+  int max_loras = 0;               // --max-loras (0: no bound)
 };
 
 class Metrics {

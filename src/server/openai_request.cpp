@@ -193,6 +193,38 @@ ApiError refuse_unsupported(const ojson& b) {
   return {};
 }
 
+// llama-server's "lora": [{"id": index or name, "scale": number}, ...].
+ApiError parse_lora(const ojson& b, std::vector<LoraRef>* out) {
+  out->clear();
+  const ojson* l = field(b, "lora");
+  if (!l) return {};
+  if (!l->is_array()) return wrong_type("lora", "an array of {id, scale}", *l);
+  if (l->size() > kMaxLoraRefs) return invalid_request("'lora' lists more than " + std::to_string(kMaxLoraRefs) + " adapters", "lora");
+  for (size_t k = 0; k < l->size(); ++k) {
+    const std::string p = "lora[" + std::to_string(k) + "]";
+    const ojson& e = (*l)[k];
+    if (!e.is_object()) return wrong_type(p, "an object", e);
+    LoraRef ref;
+    const ojson* id = field(e, "id");
+    if (!id) return invalid_request("'" + p + ".id' is required", p + ".id");
+    if (id->is_number_unsigned() || (id->is_number_integer() && id->get<int64_t>() >= 0)) {
+      ref.index = id->get<int64_t>();
+    } else if (id->is_string() && !id->get<std::string>().empty()) {
+      ref.name = id->get<std::string>();
+    } else {
+      return wrong_type(p + ".id", "an adapter's index (a non-negative integer) or name", *id);
+    }
+    if (const ojson* s = field(e, "scale")) {
+      if (!s->is_number()) return wrong_type(p + ".scale", "a number", *s);
+      const double v = s->get<double>();
+      if (!std::isfinite(v) || std::fabs(v) > 1e6) return invalid_request("'" + p + ".scale' must be a finite number", p + ".scale");
+      ref.scale = static_cast<float>(v);
+    }
+    out->push_back(std::move(ref));
+  }
+  return {};
+}
+
 // Fields both generation endpoints share: sampling, n, stop, stream, limits. Checked in this
 // order, so a body with several mistakes names the first of them.
 ApiError parse_common(const ojson& b, ApiRequest* r) {
@@ -206,7 +238,11 @@ ApiError parse_common(const ojson& b, ApiRequest* r) {
   if (const ojson* stop = field(b, "stop")) RETURN_IF_API_ERROR(parse_stop(*stop, &r->base.stop));
   RETURN_IF_API_ERROR(parse_stream(b, r));
   RETURN_IF_API_ERROR(parse_engine_fields(b, &r->base));
-  if (const ojson* m = field(b, "model"); m && !m->is_string()) return wrong_type("model", "a string", *m);
+  if (const ojson* m = field(b, "model")) {
+    if (!m->is_string()) return wrong_type("model", "a string", *m);
+    r->model = m->get<std::string>();
+  }
+  RETURN_IF_API_ERROR(parse_lora(b, &r->lora));
   RETURN_IF_API_ERROR(refuse_unsupported(b));
   return parse_output_grammar(b, &r->base.grammar);
 }
@@ -523,6 +559,10 @@ ApiError check_choices(const ApiRequest& r) {
 ApiError parse_chat_request(std::string_view body, const ModelInfo& model, ApiRequest* r) {
   ojson b;
   RETURN_IF_API_ERROR(parse_body(body, &b));
+  return parse_chat_request_json(b, model, r);
+}
+
+ApiError parse_chat_request_json(const ojson& b, const ModelInfo& model, ApiRequest* r) {
   *r = ApiRequest();
   r->endpoint = Endpoint::kChatCompletions;
   RETURN_IF_API_ERROR(parse_common(b, r));
@@ -574,6 +614,10 @@ ApiError apply_session_header(const std::string& header, ApiRequest* r) {
 ApiError parse_completion_request(std::string_view body, const ModelInfo& model, ApiRequest* r) {
   ojson b;
   RETURN_IF_API_ERROR(parse_body(body, &b));
+  return parse_completion_request_json(b, model, r);
+}
+
+ApiError parse_completion_request_json(const ojson& b, const ModelInfo& model, ApiRequest* r) {
   *r = ApiRequest();
   r->endpoint = Endpoint::kCompletions;
   RETURN_IF_API_ERROR(parse_common(b, r));
@@ -639,6 +683,10 @@ ApiError parse_completion_request(std::string_view body, const ModelInfo& model,
 ApiError parse_tokenize_request(std::string_view body, const ModelInfo& model, TokenizeRequest* r) {
   ojson b;
   RETURN_IF_API_ERROR(parse_body(body, &b));
+  return parse_tokenize_request_json(b, model, r);
+}
+
+ApiError parse_tokenize_request_json(const ojson& b, const ModelInfo& model, TokenizeRequest* r) {
   *r = TokenizeRequest();
   RETURN_IF_API_ERROR(get_bool(b, "parse_special", &r->parse_special));
   RETURN_IF_API_ERROR(get_bool(b, "with_pieces", &r->with_pieces));
@@ -669,6 +717,10 @@ ApiError parse_tokenize_request(std::string_view body, const ModelInfo& model, T
 ApiError parse_detokenize_request(std::string_view body, const ModelInfo& model, std::vector<int32_t>* tokens) {
   ojson b;
   RETURN_IF_API_ERROR(parse_body(body, &b));
+  return parse_detokenize_request_json(b, model, tokens);
+}
+
+ApiError parse_detokenize_request_json(const ojson& b, const ModelInfo& model, std::vector<int32_t>* tokens) {
   const ojson* t = field(b, "tokens");
   if (!t) return invalid_request("'tokens' is required", "tokens");
   if (!t->is_array()) return wrong_type("tokens", "an array of token ids", *t);

@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "ll3/limits.h"
 #include "ll3/request.h"
 
@@ -66,8 +68,19 @@ inline constexpr size_t kMaxStopStrings = 16;
 inline constexpr size_t kMaxStopBytes = 1024;
 inline constexpr int kMaxJsonDepth = 64;
 
+// One entry of llama-server's per-request "lora": [{"id": N or "name", "scale": S}]. An index
+// counts in GET /lora-adapters' order; the server resolves it against what is loaded.
+struct LoraRef {
+  int64_t index = -1;  // >= 0: by index
+  std::string name;    // else by name
+  float scale = 1.0f;
+};
+inline constexpr size_t kMaxLoraRefs = 64;
+
 struct ApiRequest {
   Endpoint endpoint = Endpoint::kChatCompletions;
+  std::string model;            // "model": the base's id, or a LoRA adapter's name
+  std::vector<LoraRef> lora;    // "lora"
   std::vector<Prompt> prompts;  // chat: one, the rendered conversation
   int n = 1;                    // choices per prompt
   bool stream = false;
@@ -88,6 +101,10 @@ struct ApiRequest {
 // template into prompts[0].
 ApiError parse_chat_request(std::string_view body, const ModelInfo& model, ApiRequest* out);
 ApiError parse_completion_request(std::string_view body, const ModelInfo& model, ApiRequest* out);
+// The same from a body already parsed (an object): what a caller that reads the body for more
+// than one purpose passes, parsing it once.
+ApiError parse_chat_request_json(const nlohmann::ordered_json& body, const ModelInfo& model, ApiRequest* out);
+ApiError parse_completion_request_json(const nlohmann::ordered_json& body, const ModelInfo& model, ApiRequest* out);
 // The X-Session-Id header (a proxy can hash on it without parsing bodies) as the session id, when
 // the body names none; a body naming another session is refused.
 ApiError apply_session_header(const std::string& header, ApiRequest* r);
@@ -102,9 +119,11 @@ struct TokenizeRequest {
   bool with_pieces = false;
 };
 ApiError parse_tokenize_request(std::string_view body, const ModelInfo& model, TokenizeRequest* out);
+ApiError parse_tokenize_request_json(const nlohmann::ordered_json& body, const ModelInfo& model, TokenizeRequest* out);
 
 // POST /detokenize: {"tokens": [ids]}.
 ApiError parse_detokenize_request(std::string_view body, const ModelInfo& model, std::vector<int32_t>* tokens);
+ApiError parse_detokenize_request_json(const nlohmann::ordered_json& body, const ModelInfo& model, std::vector<int32_t>* tokens);
 
 // Nesting depth of a JSON text (brackets outside strings), stopping at `limit` + 1: bounds the
 // recursion of whatever walks the parsed value afterwards.

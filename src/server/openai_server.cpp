@@ -17,6 +17,7 @@
 #include "server/anthropic_request.h"
 #include "server/embeddings.h"
 #include "server/generate_call.h"
+#include "server/lora_routes.h"
 #include "server/metrics.h"
 #include "server/openai_output.h"
 #include "server/webui.h"
@@ -138,6 +139,25 @@ struct OpenAiServer::Impl final : ServeContext {
   }
   Headers common_headers(const HttpRequest& req) const override;
   HttpResponse error_response(const ApiError& e, const HttpRequest& req) const override;
+  std::vector<LoraInfo> loras() const override {
+    std::shared_lock<std::shared_mutex> lk(engine_mu);
+    return engine ? engine->loras() : std::vector<LoraInfo>();
+  }
+  Status load_lora(const LoraSpec& spec) override {
+    std::shared_lock<std::shared_mutex> lk(engine_mu);
+    if (!engine) return Status::error("the server is shutting down", StatusCode::kUnavailable);
+    return engine->load_lora(spec);
+  }
+  Status unload_lora(const std::string& name) override {
+    std::shared_lock<std::shared_mutex> lk(engine_mu);
+    if (!engine) return Status::error("the server is shutting down", StatusCode::kUnavailable);
+    return engine->unload_lora(name);
+  }
+  const std::string& lora_root() const override { return opt.lora_root; }
+  bool runtime_lora() const override {
+    std::shared_lock<std::shared_mutex> lk(engine_mu);
+    return engine && engine->options().lora_runtime;
+  }
 
   void handle(const std::shared_ptr<HttpExchange>& ex);
   void respond_json(HttpExchange& ex, int status, const ojson& body);
@@ -251,7 +271,9 @@ void OpenAiServer::Impl::handle(const std::shared_ptr<HttpExchange>& ex) {
   static const Route routes[] = {{"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/v1/models", "GET"},
                                  {"/tokenize", "POST"},            {"/detokenize", "POST"},     {"/health", "GET"},
                                  {"/metrics", "GET"},            {"/v1/embeddings", "POST"},
-                                 {"/v1/messages", "POST"},         {"/v1/messages/count_tokens", "POST"}};
+                                 {"/v1/messages", "POST"},         {"/v1/messages/count_tokens", "POST"},
+                                 {"/v1/load_lora_adapter", "POST"}, {"/v1/unload_lora_adapter", "POST"},
+                                 {"/lora-adapters", "GET"}};
   std::string path = req.path;
   // The chat page needs no key (it asks for one); its API calls are checked like any other.
   if (opt.webui && is_webui_path(path)) return ex->respond(webui_response(req));
@@ -310,6 +332,9 @@ void OpenAiServer::Impl::handle(const std::shared_ptr<HttpExchange>& ex) {
   if (path == "/v1/embeddings") return serve_embeddings(*this, ex, model_ref->n_embd(), opt.pooling);
   if (path == "/tokenize") return tokenize(*ex);
   if (path == "/detokenize") return detokenize(*ex);
+  if (path == "/v1/load_lora_adapter") return serve_load_lora(*this, *ex);
+  if (path == "/v1/unload_lora_adapter") return serve_unload_lora(*this, *ex);
+  if (path == "/lora-adapters") return serve_lora_adapters(*this, *ex);
   return models(*ex);
 }
 
@@ -326,25 +351,37 @@ void OpenAiServer::Impl::generate(const std::shared_ptr<HttpExchange>& ex, Endpo
   call->start();
 }
 
+// The base model, then each LoRA adapter as a model of its own (vLLM's shape: root is its path,
+// parent the base's id).
 void OpenAiServer::Impl::models(HttpExchange& ex) {
-  ojson m = ojson::object();
-  m["id"] = info.id;
-  m["object"] = "model";
-  m["created"] = created;
-  m["owned_by"] = "ll3";
-  m["max_model_len"] = max_seq_tokens;
+  auto entry = [&](const std::string& id) {
+    ojson m = ojson::object();
+    m["id"] = id;
+    m["object"] = "model";
+    m["created"] = created;
+    m["owned_by"] = "ll3";
+    m["max_model_len"] = max_seq_tokens;
+    return m;
+  };
+  ojson data = ojson::array({entry(info.id)});
+  for (const LoraInfo& l : loras()) {
+    ojson m = entry(l.name);
+    m["root"] = l.path;
+    m["parent"] = info.id;
+    data.push_back(std::move(m));
+  }
   const std::string& path = ex.request().path;
   if (path != "/v1/models") {
-    if (path.substr(11) != info.id) {
-      return ex.respond(error_response(
-          api_error(404, "invalid_request_error", "the model '" + path.substr(11) + "' does not exist", "model_not_found"),
-          ex.request()));
+    const std::string id = path.substr(11);
+    for (const ojson& m : data) {
+      if (m["id"] == id) return respond_json(ex, 200, m);
     }
-    return respond_json(ex, 200, m);
+    return ex.respond(
+        error_response(api_error(404, "invalid_request_error", "the model '" + id + "' does not exist", "model_not_found"), ex.request()));
   }
   ojson list = ojson::object();
   list["object"] = "list";
-  list["data"] = ojson::array({m});
+  list["data"] = std::move(data);
   respond_json(ex, 200, list);
 }
 
@@ -406,6 +443,11 @@ void OpenAiServer::Impl::health(HttpExchange& ex) {
 void OpenAiServer::Impl::metrics_route(HttpExchange& ex) {
   ServerGauges g;
   g.model_loaded = ready.load();
+  g.loras = loras();
+  {
+    std::shared_lock<std::shared_mutex> lk(engine_mu);
+    if (engine) g.max_loras = engine->options().max_loras;
+  }
   g.connections_open = http->connections_open();
   g.connections_total = http->connections_total();
   {

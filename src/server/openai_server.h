@@ -23,6 +23,8 @@ struct ServerOptions {
   bool access_log = true;
   Pooling pooling = Pooling::kMean;  // /v1/embeddings when the body names none (--pooling)
   bool webui = true;          // the chat page at / (src/server/webui.h); false: / is 404
+  // --lora-dir: adapters loaded at run time must lie under it (empty: anywhere the server can read).
+  std::string lora_root;
 };
 
 class OpenAiServer {

@@ -19,6 +19,10 @@ need timeout "coreutils"
 need_kubectl
 need_js
 need_model
+# Every podman call, including the cleanups, within a deadline (a wedged podman fails the test
+# instead of holding it to CTest's timeout).
+PODMAN="$(command -v podman)"
+podman() { timeout 600 "$PODMAN" "$@"; }
 
 tag=localhost/ll3:ctest
 run="ll3-ctest-$$"

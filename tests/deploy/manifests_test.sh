@@ -15,7 +15,7 @@ validate() { node "$JS/validate_manifests.mjs" "$@"; }
 # Every overlay, and base, kserve and gateway.
 overlays=(base kserve gateway)
 for d in "$REPO"/deploy/kubernetes/overlays/*/; do overlays+=("overlays/$(basename "$d")"); done
-((${#overlays[@]} >= 8)) || die "expected base, kserve, gateway and five overlays, found: ${overlays[*]}"
+((${#overlays[@]} >= 9)) || die "expected base, kserve, gateway and six overlays, found: ${overlays[*]}"
 for o in "${overlays[@]}"; do
   out="$TMP/$(echo "$o" | tr / -).yaml"
   render "$o" "$out"
@@ -48,6 +48,8 @@ grep -q "sessionAffinity: ClientIP" "$TMP/overlays-sessions.yaml" || die "sessio
 grep -q -- "--session-dir" "$TMP/overlays-sessions.yaml" || die "sessions: no --session-dir"
 grep -q "ReadWriteMany" "$TMP/overlays-sessions.yaml" || die "sessions: no ReadWriteMany volume"
 grep -q "type: Recreate" "$TMP/overlays-gpu.yaml" || die "gpu: not Recreate"
+grep -q -- "--lora-dir" "$TMP/overlays-lora.yaml" && grep -q "claimName: ll3-adapters" "$TMP/overlays-lora.yaml" ||
+  die "lora: no --lora-dir over the ll3-adapters volume"
 grep -q "nvidia.com/gpu: \"1\"" "$TMP/overlays-gpu.yaml" || die "gpu: no nvidia.com/gpu"
 grep -q "runtimeClassName: nvidia" "$TMP/overlays-gpu.yaml" || die "gpu: no runtimeClassName"
 for o in keda hpa; do

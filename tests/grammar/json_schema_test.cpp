@@ -66,6 +66,8 @@ TEST(JsonSchema, RefusalsNameKeywordAndPointer) {
       {R"({"type":"object","properties":{"a/b~c":{"type":"string","contentSchema":{},"uniqueItems":true}}})",
        "'uniqueItems' at #/properties/a~1b~0c"},
       {R"({"type":"array","items":{"anyOf":[{"type":"string"},{"not":{}}]}})", "'not' at #/items/anyOf/1"},
+      {R"({"type":"string","nullable":3})", "'nullable' at # is not a boolean"},
+      {R"({"anyOf":[{"type":"object","nullable":"yes"},{"type":"string"}]})", "'nullable' at #/anyOf/0 is not a boolean"},
       {"{\"type\":", "not valid JSON"},
       {"[1]", "schema at # is not an object"},
   };

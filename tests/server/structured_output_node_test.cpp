@@ -32,7 +32,9 @@ std::string model_id(int port) {
 CommandResult run_script(int port, const std::string& mode, int limit_s) {
   const std::string script = source_dir() + "/tests/server/js/structured_output_test.mjs";
   const std::string url = "http://127.0.0.1:" + std::to_string(port);
-  CommandResult res = run_command("node " + script + " " + url + " " + kKey + " " + model_id(port) + " " + mode + " " + std::to_string(limit_s), true);
+  // The script stops itself at limit_s (saying where it was); the command's deadline is a backstop after it.
+  CommandResult res = run_command("node " + script + " " + url + " " + kKey + " " + model_id(port) + " " + mode + " " + std::to_string(limit_s),
+                                  true, limit_s + 60);
   std::printf("%s", res.output.c_str());
   return res;
 }

@@ -174,7 +174,7 @@ TEST(WebUiBrowser, ChatInChromium) {
   const std::string out = artifact_dir();
   CommandResult res = run_command("LL3_CHROMIUM=" + chromium + " node " + source_dir() + "/tests/server/js/webui_test.mjs " +
                                       main_server()->url() + " " + kKey + " " + out,
-                                  true, 540);
+                                  true, 420);
   std::printf("%s", res.output.c_str());
   EXPECT_EQ(res.exit_code, 0) << res.output;
   EXPECT_EQ(res.output.find("FAIL"), std::string::npos) << res.output;

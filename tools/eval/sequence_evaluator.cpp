@@ -31,6 +31,8 @@ Result<std::unique_ptr<SequenceEvaluator>> SequenceEvaluator::create(const Llama
   s->runner_ = std::make_unique<CpuRunner>(model, *s->kv_, *s->pool_, s->batch_, opt.int8_activations,
                                              opt.amx_prompts);
   if (opt.tap) s->runner_->set_tap(opt.tap);
+  if (opt.lora != nullptr) s->runner_->enable_lora();
+  s->lora_ = opt.lora;
   s->history_.reserve(static_cast<size_t>(s->context_));
   s->blocks_.reserve(static_cast<size_t>(kc.n_blocks));
   s->rows_.reserve(static_cast<size_t>(s->batch_));
@@ -77,6 +79,11 @@ Status SequenceEvaluator::eval(std::span<const int32_t> tokens, bool all_logits)
     plan.tokens = tokens.subspan(static_cast<size_t>(done), static_cast<size_t>(m));
     plan.seqs = std::span<const SeqBatch>(&seq, 1);
     plan.logit_rows = rows_;
+    const int32_t set = 0;
+    if (lora_ != nullptr) {
+      plan.lora_sets = std::span<const LoraSet* const>(&lora_, 1);
+      plan.seq_lora = std::span<const int32_t>(&set, 1);
+    }
     LL3_RETURN_IF_ERROR(runner_->forward(plan, out));
     history_.insert(history_.end(), plan.tokens.begin(), plan.tokens.end());
     done += m;

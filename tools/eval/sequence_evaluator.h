@@ -31,6 +31,8 @@ struct EvaluatorOptions {
   // so another answer than the decode path and every other CPU gives: off unless asked for).
   bool amx_prompts = false;
   ActivationTap tap;  // see backend/cpu/cpu_runner.h; debugging only
+  // LoRA adapters the sequence runs with (model/lora.h); null: the base alone. Kept by the caller.
+  const LoraSet* lora = nullptr;
 };
 
 class SequenceEvaluator {
@@ -71,6 +73,7 @@ class SequenceEvaluator {
   std::vector<float> logits_;
   std::vector<float> step_logits_;  // (batch, n_vocab) when all logits are wanted
   std::vector<int32_t> rows_;       // logit row indices of one step
+  const LoraSet* lora_ = nullptr;   // EvaluatorOptions::lora
 };
 
 }  // namespace ll3

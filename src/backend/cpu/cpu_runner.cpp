@@ -35,6 +35,7 @@ CpuRunner::CpuRunner(const LlamaModel& model, KvCache& kv, ThreadPool& pool, int
   runs_.reserve(static_cast<size_t>(T));
   token_pos_.resize(T);
   token_seq_.resize(T);
+  logit_seq_.resize(T);
   mm_scratch_.max_cols = std::max({c_.dim, c_.ffn_dim, q_dim_});
   wrows_.resize(static_cast<size_t>(pool.size()) * kLaneRowBlock * mm_scratch_.max_cols);
   mm_scratch_.rows = wrows_.data();
@@ -66,7 +67,11 @@ CpuRunner::CpuRunner(const LlamaModel& model, KvCache& kv, ThreadPool& pool, int
 }
 
 Status CpuRunner::validate(const BatchPlan& plan) const {
-  return validate_plan(plan, max_tokens_, c_.n_vocab, kv_.config().block_size, kv_.config().n_blocks);
+  return validate_plan(plan, max_tokens_, c_.n_vocab, kv_.config().block_size, kv_.config().n_blocks, lora_ != nullptr);
+}
+
+void CpuRunner::enable_lora() {
+  if (!lora_) lora_ = std::make_unique<LoraProducts>(max_tokens_, mm_scratch_.max_cols, LoraProducts::kMaxRank, c_.n_vocab);
 }
 
 // x += proj over the batch's T rows and, with a norm weight, xb = rmsnorm(x) for the block
@@ -144,6 +149,10 @@ void CpuRunner::layer(const BatchPlan& plan, int64_t l, int64_t T) {
   if (l == range_.begin) rmsnorm_rows(L.attn_norm.data(), T);  // later layers': with the residual before
   tap("attn_norm", l, xb_, T, dim);
   matmul_shared(pool_, {{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xb_.data(), T, mm_scratch_);
+  const int32_t* seq = token_seq_.data();
+  lora(plan, seq, T, l, LoraTarget::kQ, xb_.data(), dim, q_.data(), q_dim_);
+  lora(plan, seq, T, l, LoraTarget::kK, xb_.data(), dim, k_.data(), kv_dim_);
+  lora(plan, seq, T, l, LoraTarget::kV, xb_.data(), dim, v_.data(), kv_dim_);
   tap("Qcur", l, q_, T, q_dim_);
   tap("Kcur", l, k_, T, kv_dim_);
   tap("Vcur", l, v_, T, kv_dim_);
@@ -168,6 +177,7 @@ void CpuRunner::layer(const BatchPlan& plan, int64_t l, int64_t T) {
   attention(plan, l);
   tap("kqv_out", l, att_, T, q_dim_);
   matmul(pool_, L.wo, att_.data(), proj_.data(), T, mm_scratch_);
+  lora(plan, seq, T, l, LoraTarget::kO, att_.data(), q_dim_, proj_.data(), dim);
   tap("attn_out", l, proj_, T, dim);
   add_residual(T, L.ffn_norm.data());
   tap("ffn_inp", l, x_, T, dim);
@@ -175,12 +185,15 @@ void CpuRunner::layer(const BatchPlan& plan, int64_t l, int64_t T) {
   // Feed-forward block: x += W_down · (silu(W_gate·norm(x)) * W_up·norm(x))
   tap("ffn_norm", l, xb_, T, dim);
   matmul_shared(pool_, {{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}}, xb_.data(), T, mm_scratch_);
+  lora(plan, seq, T, l, LoraTarget::kGate, xb_.data(), dim, gate_.data(), c_.ffn_dim);
+  lora(plan, seq, T, l, LoraTarget::kUp, xb_.data(), dim, up_.data(), c_.ffn_dim);
   tap("ffn_gate", l, gate_, T, c_.ffn_dim);
   tap("ffn_up", l, up_, T, c_.ffn_dim);
   const int64_t ffn = c_.ffn_dim;
   pool_.parallel_for(T, [&](int64_t b, int64_t e, int) { ops::swiglu(&gate_[b * ffn], &up_[b * ffn], (e - b) * ffn); });
   tap("ffn_swiglu", l, gate_, T, ffn);
   matmul(pool_, L.w_down, gate_.data(), proj_.data(), T, mm_scratch_);
+  lora(plan, seq, T, l, LoraTarget::kDown, gate_.data(), ffn, proj_.data(), dim);
   tap("ffn_out", l, proj_, T, dim);
   add_residual(T, l + 1 < range_.end ? m_.layers[l + 1].attn_norm.data() : nullptr);
   tap("l_out", l, x_, T, dim);
@@ -205,6 +218,10 @@ void CpuRunner::output(const BatchPlan& plan, float* logits, float* hidden) {
   }
   tap("result_norm", -1, xb_, n_out, dim);
   matmul(pool_, m_.output, xb_.data(), logits, n_out, mm_scratch_);
+  if (LoraProducts::any(plan)) {
+    for (int64_t i = 0; i < n_out; ++i) logit_seq_[i] = token_seq_[plan.logit_rows[i]];
+    lora(plan, logit_seq_.data(), n_out, -1, LoraTarget::kQ, xb_.data(), dim, logits, c_.n_vocab);
+  }
 }
 
 void CpuRunner::rmsnorm_rows(const float* weight, int64_t T) {

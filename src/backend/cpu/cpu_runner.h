@@ -15,6 +15,7 @@
 #include "kernels/matmul.h"
 #include "kv/kv_cache.h"
 #include "model/llama_model.h"
+#include "backend/cpu/lora_products.h"
 #include "backend/runner.h"
 
 namespace ll3 {
@@ -55,6 +56,10 @@ class CpuRunner final : public ModelRunner {
   using ModelRunner::forward;
   Status forward_part(const BatchPlan& plan, const float* x_in, float* x_out, float* logits, float* hidden) override;
   std::string where() const override { return "cpu"; }
+  bool supports_lora() const override { return lora_ != nullptr; }
+  // Makes the scratch of LoRA products (backend/cpu/lora_products.h): steps may then carry
+  // adapters. Once, before the first step that has any.
+  void enable_lora();
 
   void set_tap(ActivationTap tap) { tap_ = std::move(tap); }
 
@@ -67,6 +72,11 @@ class CpuRunner final : public ModelRunner {
   void add_residual(int64_t T, const float* norm_weight);
   void layer(const BatchPlan& plan, int64_t l, int64_t T);
   void output(const BatchPlan& plan, float* logits, float* hidden);
+  // y += the adapters' corrections of product t (layer -1: the LM head) for the rows that have any.
+  void lora(const BatchPlan& plan, const int32_t* row_seq, int64_t rows, int64_t layer, LoraTarget t, const float* x,
+            int64_t x_cols, float* y, int64_t y_cols) {
+    if (lora_ && LoraProducts::any(plan)) lora_->add(pool_, mm_scratch_, plan, row_seq, rows, layer, t, x, x_cols, y, y_cols);
+  }
   void tap(const char* name, int64_t layer, const AlignedVector<float>& buf, int64_t rows, int64_t cols) const {
     if (tap_) tap_(name, layer, buf.data(), rows, cols);
   }
@@ -114,6 +124,8 @@ class CpuRunner final : public ModelRunner {
   AlignedVector<uint16_t> xbf_;   // AMX only: packed bf16 activations (see MatmulScratch)
   std::vector<int32_t> token_pos_;  // (T) position of each batch row
   std::vector<int32_t> token_seq_;  // (T) sequence index of each batch row
+  std::vector<int32_t> logit_seq_;  // (T) sequence index of each logit row
+  std::unique_ptr<LoraProducts> lora_;
   MatmulScratch mm_scratch_;
   ActivationTap tap_;
 };
