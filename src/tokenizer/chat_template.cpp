@@ -47,6 +47,30 @@ std::string render_llama3_builtin(const ojson& messages, const ChatTemplateOptio
   return out;
 }
 
+namespace {
+
+struct ParsedTemplate {
+  std::string source;
+  jinja::TemplatePtr tree;  // null: it did not parse, for `error`
+  std::string error;
+};
+
+// The last template this thread parsed. A server renders its one model's template for every
+// request: parsing it each time was a fifth of a request's parsing (the fuzz profile), and
+// comparing the source is cheap beside it. Per thread, so renders need no lock.
+const ParsedTemplate& parsed_template(const std::string& tmpl) {
+  thread_local ParsedTemplate last;
+  if (last.source != tmpl) {
+    Result<jinja::TemplatePtr> r = jinja::parse(tmpl);
+    last.source = tmpl;
+    last.error = r.ok() ? "" : r.message();
+    last.tree = r.ok() ? std::move(*r) : nullptr;
+  }
+  return last;
+}
+
+}  // namespace
+
 Result<std::string> render_chat_json(const std::string& tmpl, const ojson& messages,
                                      const ChatTemplateOptions& opt, std::string* warning) {
   ojson ctx = ojson::object();
@@ -76,10 +100,10 @@ Result<std::string> render_chat_json(const std::string& tmpl, const ojson& messa
     return render_llama3_builtin(messages, opt);
   };
   if (tmpl.empty()) return fallback("the model has no chat template");
-  auto parsed = jinja::parse(tmpl);
-  if (!parsed.ok()) return fallback(parsed.message());
+  const ParsedTemplate& parsed = parsed_template(tmpl);
+  if (!parsed.tree) return fallback(parsed.error);
   std::time_t now = opt.now != 0 ? opt.now : std::time(nullptr);
-  auto out = jinja::render(**parsed, ctx, now);
+  auto out = jinja::render(*parsed.tree, ctx, now);
   if (!out.ok()) return fallback(out.message());
   if (warning) warning->clear();
   return out;

@@ -135,6 +135,30 @@ TEST_F(ChatTemplateTest, FallsBackToLlama3WithAWarning) {
   EXPECT_EQ(*out, want);
 }
 
+// Each thread keeps the last template it parsed: templates rendered by turns must each give
+// their own text, and a template that does not parse its warning every time.
+TEST_F(ChatTemplateTest, TemplatesRenderedByTurnsEachGiveTheirOwnText) {
+  const std::vector<ChatMessage> msgs = {{"system", "sys", ""}, {"user", "hello", ""}};
+  ChatTemplateOptions opt;
+  opt.date_string = "26 Jul 2024";
+  const std::string t31 = template_file("llama31.jinja"), t3 = template_file("llama3.jinja");
+  auto a = render_chat(t31, msgs, opt), b = render_chat(t3, msgs, opt);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_FALSE(a->empty());
+  EXPECT_NE(*a, *b);
+  for (int turn = 0; turn < 2; ++turn) {
+    std::string warning;
+    auto bad = render_chat("{{ unclosed", msgs, opt, &warning);
+    ASSERT_TRUE(bad.ok());
+    EXPECT_EQ(*bad, *b) << "the built-in format is llama3.jinja's";
+    EXPECT_FALSE(warning.empty()) << "turn " << turn;
+    auto again = render_chat(turn == 0 ? t31 : t3, msgs, opt, &warning);
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(*again, turn == 0 ? *a : *b);
+    EXPECT_TRUE(warning.empty());
+  }
+}
+
 TEST_F(ChatTemplateTest, HostileTemplatesAreBounded) {
   jinja::RenderLimits limits;
   limits.max_steps = 100000;
