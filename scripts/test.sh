@@ -38,8 +38,9 @@ if ((stress)); then
   echo "test.sh: $stress busy loops beside the suite (pids ${loops[*]})"
 fi
 
-# Passed lines are left out of the terminal (ctest.log keeps them); failures print their output.
-quiet() { grep -vE "^\s*[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed"; }
+# Passed and skipped lines are left out of the terminal (ctest.log keeps them; the skips are
+# summed up by reason at the end); failures print their output.
+quiet() { grep -vE "^\s*[0-9]+/[0-9]+ Test +#[0-9]+: .* (Passed|Skipped)|^\s+[0-9]+ - .* \(Skipped\)$"; }
 set +e
 ctest --output-on-failure -j2 --timeout 900 2>&1 | tee ctest.log | quiet
 rc=${PIPESTATUS[0]}

@@ -19,7 +19,9 @@ bool request_amx_permission() {
   return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
 }
 
-CpuFeatures detect() {
+}  // namespace
+
+CpuFeatures detect_cpu_features(const char* cap) {
   CpuFeatures f;
   unsigned a, b, c, d;
   if (!__get_cpuid(0, &a, &b, &c, &d)) return f;
@@ -57,8 +59,6 @@ CpuFeatures detect() {
   __cpuid_count(7, 1, a, b, c, d);
   f.avx_vnni = (a >> 4) & 1;
   if (zmm_ok) f.avx512bf16 = (a >> 5) & 1;
-  // LL3_CPU=scalar|avx2|avx512 caps what the dispatcher may use (tests and comparisons).
-  const char* cap = std::getenv("LL3_CPU");
   if (cap != nullptr && *cap == '\0') cap = nullptr;  // LL3_CPU= (empty) is no cap, not "no AMX"
   const bool amx_allowed = cap == nullptr || std::strcmp(cap, "amx") == 0;
   const bool tiles_usable = amx_allowed && f.has_avx512_set() && amx_tile && tiles_ok && request_amx_permission();
@@ -96,10 +96,9 @@ CpuFeatures detect() {
   return f;
 }
 
-}  // namespace
-
 const CpuFeatures& cpu_features() {
-  static const CpuFeatures f = detect();
+  // LL3_CPU=scalar|avx2|avx512 caps what the dispatcher may use (tests and comparisons).
+  static const CpuFeatures f = detect_cpu_features(std::getenv("LL3_CPU"));
   return f;
 }
 

@@ -73,8 +73,13 @@ struct CpuFeatures {
   bool has_avx512_set() const {
     return has_avx2_set() && avx512f && avx512bw && avx512vl && avx512dq && avx512vnni && avx512bf16;
   }
+  bool operator==(const CpuFeatures&) const = default;
 };
 
+// What this process may use: detected once, capped by LL3_CPU.
 const CpuFeatures& cpu_features();
+// The same detection under the cap `cap` (scalar|avx2|avx512|amx; null or empty: none), read
+// fresh: the tests compare caps with it (a cap the CPU does not exceed changes nothing).
+CpuFeatures detect_cpu_features(const char* cap);
 
 }  // namespace ll3
