@@ -8,6 +8,7 @@
 #include "io/hf_export.h"
 #include "io/lora_file.h"
 #include "io/safetensors.h"
+#include "kernels/lora_kernels.h"
 #include "model/llama_model.h"
 
 namespace ll3 {
@@ -27,6 +28,7 @@ size_t LoraAdapter::bytes() const {
     for (const LoraPair& p : layer) add(p);
   }
   add(output);
+  for (const auto& c : copies) n += c.size();
   return n;
 }
 
@@ -113,6 +115,22 @@ void permute_rows(LoraAdapter* ad, WeightMatrix* b, int64_t head_dim, bool to_hf
   b->data = copy.data();
 }
 
+// B in F32 panels of Bᵀ (LoraPair::bt, kernels/lora_kernels.h), from B as it runs (after any
+// permutation).
+void pack_b(LoraAdapter* ad, LoraPair* p) {
+  const WeightMatrix& b = p->b;
+  const int64_t out = b.rows, rank = b.cols;
+  AlignedVector<uint8_t>& copy = ad->copies.emplace_back(static_cast<size_t>(kernels::lora_panel_floats(out, rank)) * sizeof(float));
+  float* panels = reinterpret_cast<float*>(copy.data());
+  std::fill(panels, panels + kernels::lora_panel_floats(out, rank), 0.0f);
+  std::vector<float> row(static_cast<size_t>(rank));
+  for (int64_t j = 0; j < out; ++j) {
+    b.traits->to_float(b.data + j * b.row_bytes, row.data(), rank);
+    for (int64_t k = 0; k < rank; ++k) panels[kernels::lora_panel_at(j, k, rank)] = row[static_cast<size_t>(k)];
+  }
+  p->bt = panels;
+}
+
 // FNV-1a over every pair's place, scale and bytes (after any permutation: what runs).
 void fingerprint(LoraAdapter* ad) {
   uint64_t h = 1469598103934665603ull;
@@ -161,6 +179,7 @@ Result<std::unique_ptr<LoraAdapter>> bind(LoraFile file, const std::string& path
     }
     LoraPair& slot = f.layer < 0 ? ad->output : ad->layers[static_cast<size_t>(f.layer)][f.target];
     if (slot.present()) return Status::errorf("%s appears twice", f.where.c_str());
+    pack_b(ad.get(), &*p);
     slot = std::move(*p);
   }
   fingerprint(ad.get());

@@ -34,6 +34,9 @@ const char* lora_target_peft(LoraTarget t);
 // One corrected product: A (rank, in) and B (out, rank) as weight matrices, and alpha / rank.
 struct LoraPair {
   WeightMatrix a, b;
+  // B in F32 panels of Bᵀ, what the runner's second product reads along the output columns
+  // (kernels/lora_kernels.h); a copy the adapter keeps.
+  const float* bt = nullptr;
   float scale = 0;
   bool present() const { return a.data != nullptr; }
 };
@@ -56,11 +59,11 @@ struct LoraAdapter {
     const LoraPair& p = layers[static_cast<size_t>(layer)][static_cast<int>(t)];
     return p.present() ? &p : nullptr;
   }
-  size_t bytes() const;  // of all its A and B
+  size_t bytes() const;  // of all its A and B as stored, and of its copies (Bᵀ, permuted rows)
 
   // What the views point into.
   std::unique_ptr<LoraFile> file;
-  std::vector<AlignedVector<uint8_t>> copies;  // B rows moved into the base's RoPE layout
+  std::vector<AlignedVector<uint8_t>> copies;  // B rows moved into the base's RoPE layout, and Bᵀ
 };
 
 // Loads the adapter at `path` (a .gguf file, or a PEFT directory) for `base`. Every mismatch is

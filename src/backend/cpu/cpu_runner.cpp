@@ -71,7 +71,7 @@ Status CpuRunner::validate(const BatchPlan& plan) const {
 }
 
 void CpuRunner::enable_lora() {
-  if (!lora_) lora_ = std::make_unique<LoraProducts>(max_tokens_, mm_scratch_.max_cols, LoraProducts::kMaxRank, c_.n_vocab);
+  if (!lora_) lora_ = std::make_unique<LoraProducts>(max_tokens_, LoraProducts::kMaxRank);
 }
 
 // x += proj over the batch's T rows and, with a norm weight, xb = rmsnorm(x) for the block

@@ -75,7 +75,7 @@ class CpuRunner final : public ModelRunner {
   // y += the adapters' corrections of product t (layer -1: the LM head) for the rows that have any.
   void lora(const BatchPlan& plan, const int32_t* row_seq, int64_t rows, int64_t layer, LoraTarget t, const float* x,
             int64_t x_cols, float* y, int64_t y_cols) {
-    if (lora_ && LoraProducts::any(plan)) lora_->add(pool_, mm_scratch_, plan, row_seq, rows, layer, t, x, x_cols, y, y_cols);
+    if (lora_ && LoraProducts::any(plan)) lora_->add(pool_, plan, row_seq, rows, layer, t, x, x_cols, y, y_cols);
   }
   void tap(const char* name, int64_t layer, const AlignedVector<float>& buf, int64_t rows, int64_t cols) const {
     if (tap_) tap_(name, layer, buf.data(), rows, cols);
