@@ -22,13 +22,14 @@ LoraAdapter::~LoraAdapter() = default;
 size_t LoraAdapter::bytes() const {
   size_t n = 0;
   auto add = [&](const LoraPair& p) {
-    if (p.present()) n += p.a.row_bytes * p.a.rows + p.b.row_bytes * p.b.rows;
+    if (!p.present()) return;
+    n += p.a.row_bytes * p.a.rows + p.b.row_bytes * p.b.rows;
+    n += static_cast<size_t>(kernels::lora_panel_floats(p.b.rows, p.b.cols)) * sizeof(float);  // B's panels
   };
   for (const auto& layer : layers) {
     for (const LoraPair& p : layer) add(p);
   }
   add(output);
-  for (const auto& c : copies) n += c.size();
   return n;
 }
 
@@ -121,8 +122,7 @@ void pack_b(LoraAdapter* ad, LoraPair* p) {
   const WeightMatrix& b = p->b;
   const int64_t out = b.rows, rank = b.cols;
   AlignedVector<uint8_t>& copy = ad->copies.emplace_back(static_cast<size_t>(kernels::lora_panel_floats(out, rank)) * sizeof(float));
-  float* panels = reinterpret_cast<float*>(copy.data());
-  std::fill(panels, panels + kernels::lora_panel_floats(out, rank), 0.0f);
+  float* panels = reinterpret_cast<float*>(copy.data());  // value-initialized: the padding stays 0
   std::vector<float> row(static_cast<size_t>(rank));
   for (int64_t j = 0; j < out; ++j) {
     b.traits->to_float(b.data + j * b.row_bytes, row.data(), rank);

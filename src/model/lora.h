@@ -59,7 +59,7 @@ struct LoraAdapter {
     const LoraPair& p = layers[static_cast<size_t>(layer)][static_cast<int>(t)];
     return p.present() ? &p : nullptr;
   }
-  size_t bytes() const;  // of all its A and B as stored, and of its copies (Bᵀ, permuted rows)
+  size_t bytes() const;  // of all its A and B, and of B's panels
 
   // What the views point into.
   std::unique_ptr<LoraFile> file;

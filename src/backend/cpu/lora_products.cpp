@@ -17,7 +17,6 @@ const LoraPair* pair_of(const LoraAdapter& a, int64_t layer, LoraTarget t) {
 constexpr int64_t kColumnChunk = 16 * kernels::kLoraPanel;
 // Rows of A (dots of a row of x) per item of the first pass.
 constexpr int64_t kRankChunk = 4;
-int64_t chunks_of(const auto& job) { return (job.pair->a.rows + kRankChunk - 1) / kRankChunk; }
 
 }  // namespace
 
@@ -54,7 +53,7 @@ void LoraProducts::add(ThreadPool& pool, const BatchPlan& plan, const int32_t* r
         run(pool, n_jobs, x, x_cols, y_cols);
         n_jobs = u_used = 0;
       }
-      jobs_[static_cast<size_t>(n_jobs++)] = Job{p, use.scale * p->scale, row0, n, u_used};
+      jobs_[static_cast<size_t>(n_jobs++)] = Job{p, use.scale * p->scale, row0, n, u_used, n * ((p->a.rows + kRankChunk - 1) / kRankChunk)};
       u_used += need;
     }
   }
@@ -66,17 +65,15 @@ void LoraProducts::run(ThreadPool& pool, int64_t n_jobs, const float* x, int64_t
   // u = A x: item i is kRankChunk dots of one row of one job (a row alone, as in decode, still
   // splits its adapter's A across the threads).
   int64_t items = 0;
-  for (int64_t i = 0; i < n_jobs; ++i) items += jobs[i].n * chunks_of(jobs[i]);
+  for (int64_t i = 0; i < n_jobs; ++i) items += jobs[i].items;
   pool.parallel_for_dynamic(items, 1, [&](int64_t begin, int64_t end, int) {
     int64_t j = 0, first = 0;  // the job holding item i, and its first item
     for (int64_t i = begin; i < end; ++i) {
-      while (i >= first + jobs[j].n * chunks_of(jobs[j])) {
-        first += jobs[j].n * chunks_of(jobs[j]);
-        ++j;
-      }
+      while (i >= first + jobs[j].items) first += jobs[j++].items;
       const Job& job = jobs[j];
       const WeightMatrix& a = job.pair->a;
-      const int64_t r = (i - first) / chunks_of(job), k0 = (i - first) % chunks_of(job) * kRankChunk;
+      const int64_t per_row = job.items / job.n;
+      const int64_t r = (i - first) / per_row, k0 = (i - first) % per_row * kRankChunk;
       const float* xr = x + rows_[static_cast<size_t>(job.row0 + r)] * x_cols;
       float* u = &u_[static_cast<size_t>(job.u0 + r * a.rows)];
       for (int64_t k = k0; k < std::min(a.rows, k0 + kRankChunk); ++k) {

@@ -5,7 +5,7 @@
 // so a request's logits are the same bits alone as beside other adapters' requests.
 //
 // All the sets of a step go through two passes over the thread pool per product, not two per
-// adapter: u = A x for every (adapter, row), one dot per rank (the type's dot kernel), then the
+// adapter: u = A x for every (adapter, row), by the type's dot kernel, four rows of A an item; then the
 // output columns split across the threads, each adding Bᵀu into its columns for every adapter
 // (kernels/lora_kernels.h). At rank 16 the corrections are 1.6% of a 2048 x 2048 product's
 // multiply-adds; through the general matmul, two calls per adapter (a GEMM for K = 16, its
@@ -39,11 +39,12 @@ class LoraProducts {
            const float* x, int64_t x_cols, float* y, int64_t y_cols);
 
  private:
-  // One adapter's correction of one set's rows: rows_[row0, row0 + n), their A x at u_[u0].
+  // One adapter's correction of one set's rows: rows_[row0, row0 + n), their A x at u_[u0],
+  // computed as `items` items of the first pass (n times the rank's chunks of 4 rows of A).
   struct Job {
     const LoraPair* pair;
     float scale;
-    int64_t row0, n, u0;
+    int64_t row0, n, u0, items;
   };
   static constexpr int64_t kMaxJobs = 256;
 
