@@ -15,7 +15,8 @@ Result<DType> parse_kv_type(const std::string& s) {
   if (s == "f32") return DType::F32;
   if (s == "f16") return DType::F16;
   if (s == "q8_0") return DType::Q8_0;
-  return Status::errorf("KV cache type must be f32, f16 or q8_0, not '%s'", s.c_str());
+  if (s == "q4_0") return DType::Q4_0;
+  return Status::errorf("KV cache type must be f32, f16, q8_0 or q4_0, not '%s'", s.c_str());
 }
 
 Result<std::vector<int32_t>> parse_token_list(const std::string& s) {

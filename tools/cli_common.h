@@ -12,7 +12,7 @@
 
 namespace ll3::cli {
 
-// "f32" / "f16" / "q8_0" -> DType for the KV cache.
+// "f32" / "f16" / "q8_0" / "q4_0" -> DType for the KV cache.
 Result<DType> parse_kv_type(const std::string& s);
 // "1,2,3" -> ids.
 Result<std::vector<int32_t>> parse_token_list(const std::string& s);

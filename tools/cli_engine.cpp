@@ -21,7 +21,7 @@ void add_engine_flags(ArgParser& ap, EngineFlags* f, bool serving) {
   ap.add_float({"--itl-target-ms"}, "MS", "inter-token latency target of running streams while prompts are prefilled "
                "beside them: prompt chunks are cut to fit it (default: 2.2x the step of the decode rows alone; "
                "negative: none, whole --batch-tokens steps)", &f->itl_target_ms);
-  ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32, f16 or q8_0 (default f16)", &f->kv_type);
+  ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32, f16, q8_0 or q4_0 (default f16)", &f->kv_type);
   ap.add_flag({"--no-prefix-cache"}, "do not reuse the KV of earlier requests' prompts", &f->no_prefix_cache);
   ap.add_flag({"--float-act"}, "keep activations in float for quantized weights (default: 8-bit)", &f->float_act);
   add_amx_flag(ap, &f->amx_bf16);
@@ -115,7 +115,12 @@ std::string finish_engine_flags(const EngineFlags& f, EngineOptions* o) {
   o->kv_memory = f.kv_memory;
   o->batch_tokens = f.batch;
   o->itl_target_ms = f.itl_target_ms;
-  o->kv_type = kvt.value() == DType::F32 ? KvType::kF32 : kvt.value() == DType::Q8_0 ? KvType::kQ8_0 : KvType::kF16;
+  switch (kvt.value()) {
+    case DType::F32: o->kv_type = KvType::kF32; break;
+    case DType::Q8_0: o->kv_type = KvType::kQ8_0; break;
+    case DType::Q4_0: o->kv_type = KvType::kQ4_0; break;
+    default: o->kv_type = KvType::kF16; break;
+  }
   o->prefix_cache = !f.no_prefix_cache;
   o->int8_activations = !f.float_act;
   o->amx_prompts = f.amx_bf16;

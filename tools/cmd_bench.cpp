@@ -1,5 +1,6 @@
 // ll3 bench: prompt processing (pp) and generation (tg) speed, llama-bench style, with the
-// decode figure set against the machine's measured memory bandwidth (the decode roofline).
+// decode figure set against the machine's measured memory bandwidth (the decode roofline: a
+// token reads the weights and, at depth, the K and V of every cached position).
 // Several -m models are measured in one run, their repetitions taken in turns, with each one's
 // speed against the first's.
 #include <sys/mman.h>
@@ -20,6 +21,7 @@
 #include "cli_args.h"
 #include "cli_common.h"
 #include "commands.h"
+#include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "engine/sampler.h"
 #include "eval/sequence_evaluator.h"
@@ -195,7 +197,7 @@ int parse_bench_flags(int argc, char** argv, BenchFlags& f) {
                 &depths);
   ap.add_int({"-t", "--threads"}, "N", "threads (default: all cores)", &f.threads);
   ap.add_int({"-r", "--repetitions"}, "N", "repetitions of each test after a warm-up (default 5)", &f.reps);
-  ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32, f16 or q8_0 (default f16)", &kv_type);
+  ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32, f16, q8_0 or q4_0 (default f16)", &kv_type);
   ap.add_flag({"--json"}, "print a JSON array, one object per test (llama-bench's keys)", &f.json);
   add_amx_flag(ap, &f.amx_bf16);
   add_load_flags(ap, &f.load);
@@ -277,16 +279,21 @@ class BenchRunner {
     }
   }
 
-  // Empties the cache, then fills it with `depth` tokens (not timed).
+  // Leaves the cache holding the first `depth` tokens of one random text (not timed): what it
+  // already holds of them is kept (truncated back to), the rest evaluated. A depth of 32k is
+  // then filled once for all the tests and repetitions at it, and 32k after 8k adds 24k.
   void reset(int depth) {
-    s_.truncate(0);
-    if (depth > 0) eval(std::span<const int32_t>(depth_text_.data(), static_cast<size_t>(depth)));
+    const int kept = std::min(filled_, depth);
+    s_.truncate(kept);
+    if (depth > kept) eval(std::span<const int32_t>(depth_text_.data() + kept, static_cast<size_t>(depth - kept)));
+    filled_ = depth;
   }
 
   SequenceEvaluator& s_;
   const int64_t n_vocab_;
   std::mt19937 rng_{1};
   std::vector<int32_t> prompt_text_, depth_text_;
+  int filled_ = 0;  // the cache's first filled_ positions hold depth_text_'s first tokens
 };
 
 struct Row {
@@ -330,6 +337,12 @@ void settle(size_t n_models) {
   if (n_models > 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
 }
 
+// The bytes a decode step of one model reads.
+struct TokenBytes {
+  double weights;          // and an adapter's
+  double kv_per_position;  // K and V of every layer
+};
+
 // A pp test: a warm-up of every model, then the timed repetitions in rounds (each model once).
 std::vector<Row> measure_pp(const std::vector<BenchRunner*>& bs, int32_t p, int32_t d, int reps,
                             const std::string& at_depth) {
@@ -368,9 +381,12 @@ void set_bandwidth_shares(Row& row, const std::vector<double>& v, const std::vec
 }
 
 // A tg test: a warm-up of every model, then the timed repetitions in rounds, with a probe's
-// reads between any two. bytes[m]: the bytes one token of model m reads.
+// reads between any two. A token of model m reads its weights (bytes[m].weights) and the KV of
+// every cached position (bytes[m].kv_per_position each): on average d + (g + 1) / 2 of them.
 std::vector<Row> measure_tg(const std::vector<BenchRunner*>& bs, int32_t g, int32_t d, int reps,
-                            const std::string& at_depth, const std::vector<double>& bytes, Roofline& rl) {
+                            const std::string& at_depth, const std::vector<TokenBytes>& token_bytes, Roofline& rl) {
+  std::vector<double> bytes;
+  for (const TokenBytes& b : token_bytes) bytes.push_back(b.weights + b.kv_per_position * (d + (g + 1) / 2.0));
   for (BenchRunner* b : bs) b->run_tg(g, d);
   const size_t nm = bs.size();
   std::vector<std::vector<double>> v(nm);
@@ -406,8 +422,8 @@ std::vector<Row> measure_tg(const std::vector<BenchRunner*>& bs, int32_t g, int3
 }
 
 // Every pp and tg test at every depth, in llama-bench's order, each on every model.
-std::vector<Row> run_tests(const std::vector<BenchRunner*>& bs, const BenchFlags& f, const std::vector<double>& bytes,
-                           Roofline& rl) {
+std::vector<Row> run_tests(const std::vector<BenchRunner*>& bs, const BenchFlags& f,
+                           const std::vector<TokenBytes>& bytes, Roofline& rl) {
   std::vector<Row> rows;
   auto add = [&rows](std::vector<Row> more) { rows.insert(rows.end(), more.begin(), more.end()); };
   for (int32_t d : f.depths) {
@@ -433,7 +449,7 @@ void print_json(const std::vector<Row>& rows, const std::vector<const LlamaModel
                         {"model", labels[r.model]}};
     if (models.size() > 1) o["ratio_to_first"] = r.ratio;
     if (r.n_gen > 0) {
-      o["weights_gbps"] = r.gbps;
+      o["token_gbps"] = r.gbps;  // the weights and the KV a token reads, per second
       o["read_bandwidth_gbps"] = bw.best;
       o["read_bandwidth_min_gbps"] = bw.worst;
       if (roofline) o["read_bandwidth_median_gbps"] = bw.median;
@@ -450,7 +466,7 @@ void print_json(const std::vector<Row>& rows, const std::vector<const LlamaModel
 void print_table(const std::vector<Row>& rows, const std::vector<const LlamaModel*>& models, const std::vector<std::string>& labels,
                  int threads, const BandwidthReads& bw, bool roofline) {
   const bool several = models.size() > 1;
-  std::printf("| model | size | threads | test | t/s |%s weights GB/s | %% of read bandwidth |\n",
+  std::printf("| model | size | threads | test | t/s |%s GB/s (weights + KV) | %% of read bandwidth |\n",
               several ? " against the first |" : "");
   std::printf("|---|---|---|---|---|%s---|---|\n", several ? "---|" : "");
   for (const Row& r : rows) {
@@ -504,7 +520,7 @@ int cmd_bench(int argc, char** argv) {
   std::vector<BenchRunner*> runners;
   std::vector<const LlamaModel*> loaded;
   std::vector<std::string> labels;
-  std::vector<double> bytes;
+  std::vector<TokenBytes> bytes;
   for (size_t i = 0; i < models.size(); ++i) {
     BenchModel& b = models[i];
     EvaluatorOptions o = so;
@@ -535,7 +551,9 @@ int cmd_bench(int argc, char** argv) {
     loaded.push_back(&m);
     labels.push_back(b.label);
     // An adapter's A and B are read by every decode step too.
-    bytes.push_back(static_cast<double>(m.bytes_per_token() + (b.adapter ? b.adapter->bytes() : 0)));
+    const size_t kv_row = dtype_row_bytes(f.kv_type, m.config.n_kv_heads * m.config.head_dim);
+    bytes.push_back({static_cast<double>(m.bytes_per_token() + (b.adapter ? b.adapter->bytes() : 0)),
+                     static_cast<double>(2 * m.config.n_layers * kv_row)});
   }
 
   Roofline rl;

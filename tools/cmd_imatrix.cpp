@@ -59,7 +59,7 @@ int parse_imatrix_flags(int argc, char** argv, ImatrixFlags& f) {
   ap.add_flag({"--process-output"}, "collect output.weight too (llama-imatrix leaves it out by default)",
               &f.process_output);
   ap.add_flag({"--no-ppl"}, "do not compute the perplexity", &f.no_ppl);
-  ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32, f16 or q8_0 (default f16)", &f.kv_type);
+  ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32, f16, q8_0 or q4_0 (default f16)", &f.kv_type);
   add_load_flags(ap, &f.load_flags);
   ap.add_flag({"--float-act"}, "keep activations in float for quantized weights (default: 8-bit, as llama.cpp)",
               &f.float_act);

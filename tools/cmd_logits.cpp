@@ -64,7 +64,7 @@ void add_logits_flags(ArgParser& ap, LogitsFlags& f) {
   ap.add_flag({"--all"}, "report every prompt position, not only the last", &f.all);
   ap.add_int({"--top"}, "K", "number of best logits per position in --json (default 32)", &f.top);
   ap.add_int({"--greedy"}, "N", "also decode N tokens greedily after the prompt", &f.greedy);
-  ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32, f16 or q8_0 (default f16)", &f.kv_type);
+  ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32, f16, q8_0 or q4_0 (default f16)", &f.kv_type);
   ap.add_string({"--out"}, "FILE.npy", "write float32 logits [1|n, vocab] as .npy", &f.out_path);
   ap.add_flag({"--float-act"}, "keep activations in float for quantized weights (default: 8-bit, as llama.cpp)",
               &f.float_act);
@@ -185,7 +185,7 @@ int cmd_logits(int argc, char** argv) {
   LogitsFlags f;
   ArgParser ap("logits",
                "ll3 logits -m MODEL (--tokens 1,2,3 | --prompt TEXT) [--all] [--top K] [--greedy N] "
-               "[--kv-type f32|f16|q8_0] [--out FILE.npy] [--json]",
+               "[--kv-type f32|f16|q8_0|q4_0] [--out FILE.npy] [--json]",
                "Evaluate a prompt and report logits: the parity interface.");
   add_logits_flags(ap, f);
   if (int rc = ap.parse(argc, argv); rc >= 0) return rc;

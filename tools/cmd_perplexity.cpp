@@ -101,7 +101,7 @@ int parse_perplexity_flags(int argc, char** argv, PerplexityFlags& f) {
                 &f.save_path);
   ap.add_string({"--kl-base"}, "FILE", "compare with a base run saved by --save-logits on the same text: KL divergence",
                 &f.base_path);
-  ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32, f16 or q8_0 (default f16)", &f.kv_type);
+  ap.add_string({"--kv-type"}, "TYPE", "KV cache type: f32, f16, q8_0 or q4_0 (default f16)", &f.kv_type);
   add_load_flags(ap, &f.load_flags);
   ap.add_flag({"--float-act"}, "keep activations in float for quantized weights (default: 8-bit, as llama.cpp)",
               &f.float_act);

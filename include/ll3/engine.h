@@ -58,7 +58,7 @@ class Model {
   std::unique_ptr<Impl> impl_;
 };
 
-enum class KvType { kF16, kF32, kQ8_0 };
+enum class KvType { kF16, kF32, kQ8_0, kQ4_0 };
 
 // Speculative decoding: each step also verifies guesses of a sequence's next tokens, keeping
 // those the model agrees with. Greedy output is the output without it, token for token; sampled

@@ -28,6 +28,7 @@ DType kv_dtype(KvType t) {
   switch (t) {
     case KvType::kF32: return DType::F32;
     case KvType::kQ8_0: return DType::Q8_0;
+    case KvType::kQ4_0: return DType::Q4_0;
     case KvType::kF16: break;
   }
   return DType::F16;

@@ -12,23 +12,27 @@
 namespace ll3 {
 
 Result<std::unique_ptr<KvCache>> KvCache::create(const KvCacheConfig& cfg) {
-  if (cfg.type != DType::F32 && cfg.type != DType::F16 && cfg.type != DType::Q8_0) {
-    return Status::errorf("KV cache type must be f32, f16 or q8_0, not %s", std::string(dtype_name(cfg.type)).c_str());
+  const bool blocks = cfg.type == DType::Q8_0 || cfg.type == DType::Q4_0;
+  if (cfg.type != DType::F32 && cfg.type != DType::F16 && !blocks) {
+    return Status::errorf("KV cache type must be f32, f16, q8_0 or q4_0, not %s",
+                          std::string(dtype_name(cfg.type)).c_str());
   }
   if (cfg.n_layers <= 0 || cfg.n_kv_heads <= 0 || cfg.head_dim <= 0 || cfg.block_size <= 0 ||
       cfg.n_blocks <= 0 || cfg.n_blocks > std::numeric_limits<int32_t>::max()) {
     return Status::error("KV cache: invalid configuration");
   }
-  if (cfg.type == DType::Q8_0 && cfg.head_dim % quant::kQK != 0) {
-    return Status::errorf("KV cache type q8_0 needs a head dimension that is a multiple of %d (blocks of %d "
+  if (blocks && cfg.head_dim % quant::kQK != 0) {
+    return Status::errorf("KV cache type %s needs a head dimension that is a multiple of %d (blocks of %d "
                           "per head); this model's is %lld",
-                          quant::kQK, quant::kQK, static_cast<long long>(cfg.head_dim));
+                          std::string(dtype_name(cfg.type)).c_str(), quant::kQK, quant::kQK,
+                          static_cast<long long>(cfg.head_dim));
   }
   std::unique_ptr<KvCache> kv(new KvCache());
   kv->cfg_ = cfg;
   kv->head_bytes_ = dtype_row_bytes(cfg.type, cfg.head_dim);
   kv->row_bytes_ = static_cast<size_t>(cfg.n_kv_heads) * kv->head_bytes_;
-  // The scalar quantizer of each type (Q8_0: d = amax / 127, q = round(x / d), as GGUF files).
+  // The scalar quantizer of each type (Q8_0: d = amax / 127, q = round(x / d); Q4_0: d = the
+  // signed absmax / -8; as GGUF files).
   kv->from_float_ = type_traits(cfg.type)->from_float;
   size_t rows = static_cast<size_t>(cfg.n_layers * cfg.n_blocks * cfg.block_size);
   kv->storage_bytes_ = 2 * rows * kv->row_bytes_;

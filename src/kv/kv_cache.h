@@ -17,10 +17,11 @@ namespace ll3 {
 struct KvCacheConfig {
   int64_t n_layers = 0;
   int64_t n_kv_heads = 0;
-  int64_t head_dim = 0;     // a multiple of 32 for Q8_0 (each head's slice is whole blocks)
+  int64_t head_dim = 0;     // a multiple of 32 for Q8_0 and Q4_0 (a head's slice: whole blocks)
   int64_t block_size = 16;  // positions per block
   int64_t n_blocks = 0;
-  DType type = DType::F16;  // F32, F16 or Q8_0 (blocks of 32: an f16 scale, 32 int8)
+  // F32, F16, Q8_0 (blocks of 32: an f16 scale, 32 int8) or Q4_0 (an f16 scale, 32 nibbles).
+  DType type = DType::F16;
 };
 
 class KvCache {
@@ -33,7 +34,7 @@ class KvCache {
 
   // Elements of one position's K (or V) row of one layer: n_kv_heads * head_dim.
   int64_t row_elems() const { return cfg_.n_kv_heads * cfg_.head_dim; }
-  // Bytes of such a row in cfg.type (Q8_0: row_elems() / 32 blocks of 34 bytes).
+  // Bytes of such a row in cfg.type (Q8_0: row_elems() / 32 blocks of 34 bytes; Q4_0: of 18).
   size_t row_bytes() const { return row_bytes_; }
 
   // Writes position (block, slot)'s K and V rows of `layer`, row_elems() floats each (all KV

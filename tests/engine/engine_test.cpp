@@ -117,9 +117,15 @@ TEST_P(EngineKvTypes, SixteenConcurrentRequestsGiveTheirSoloResults) {
   EXPECT_LT(st.steps, 16 * 12);  // batched: fewer steps than tokens
 }
 
-INSTANTIATE_TEST_SUITE_P(Kv, EngineKvTypes, ::testing::Values(KvType::kF16, KvType::kF32, KvType::kQ8_0),
+INSTANTIATE_TEST_SUITE_P(Kv, EngineKvTypes,
+                         ::testing::Values(KvType::kF16, KvType::kF32, KvType::kQ8_0, KvType::kQ4_0),
                          [](const auto& info) {
-                           return info.param == KvType::kF16 ? "F16" : info.param == KvType::kF32 ? "F32" : "Q8_0";
+                           switch (info.param) {
+                             case KvType::kF32: return "F32";
+                             case KvType::kQ8_0: return "Q8_0";
+                             case KvType::kQ4_0: return "Q4_0";
+                             default: return "F16";
+                           }
                          });
 
 TEST(Engine, APoolTooSmallForAllPreemptsAndStillGivesTheSoloResults) {

@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/cpu_features.h"
@@ -84,7 +86,8 @@ void check_against_reference(AttendFn attend, int64_t width) {
           kv.block_table = c.table.data();
           std::vector<float> q(static_cast<size_t>(G * hd));
           for (float& x : q) x = nd(rng) * 2.0f;  // peaked softmax for some heads
-          std::vector<float> s_ref(static_cast<size_t>(G * n)), s_simd(s_ref.size());
+          std::vector<float> s_ref(static_cast<size_t>(G * n));
+          std::vector<float> s_simd(static_cast<size_t>(kernels::attend_scratch_floats(G, hd, bs)));
           std::vector<float> want(q.size()), got(q.size(), NAN);
           const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
           kernels::ref::attend(q.data(), G, hd, kv, n, scale, s_ref.data(), want.data());
@@ -111,19 +114,22 @@ TEST(Attention, Avx2MatchesReference) {
 // A Q8_0 cache: rows of n_kv heads of hd random floats (x), quantized row by row by the
 // quantizer the KV cache uses (type_traits(Q8_0)->from_float), and the values the blocks hold
 // (dequantized: what every kernel must read).
-struct Q8Cache {
+struct BlockCache {
   std::vector<float> k, v;     // the floats before quantization
   std::vector<uint8_t> kq, vq;  // the blocks
   std::vector<float> kd, vd;   // the blocks' values
   std::vector<int32_t> table;
   size_t slot_bytes = 0;
+  DType type = DType::Q8_0;
 };
 
-Q8Cache make_q8_cache(int64_t n_blocks, int64_t bs, int64_t n_kv, int64_t hd, std::mt19937& rng) {
-  Q8Cache c;
+BlockCache make_block_cache(int64_t n_blocks, int64_t bs, int64_t n_kv, int64_t hd, std::mt19937& rng,
+                      DType type = DType::Q8_0) {
+  BlockCache c;
+  c.type = type;
   std::normal_distribution<float> nd(0.0f, 1.0f);
   const int64_t slots = n_blocks * bs, row = n_kv * hd;
-  c.slot_bytes = dtype_row_bytes(DType::Q8_0, row);
+  c.slot_bytes = dtype_row_bytes(type, row);
   c.k.resize(static_cast<size_t>(slots * row));
   c.v.resize(c.k.size());
   for (float& x : c.k) x = nd(rng);
@@ -132,7 +138,7 @@ Q8Cache make_q8_cache(int64_t n_blocks, int64_t bs, int64_t n_kv, int64_t hd, st
   c.vq.resize(c.kq.size());
   c.kd.resize(c.k.size());
   c.vd.resize(c.k.size());
-  const TypeTraits* q8 = type_traits(DType::Q8_0);
+  const TypeTraits* q8 = type_traits(type);
   for (int64_t s = 0; s < slots; ++s) {
     q8->from_float(&c.k[s * row], &c.kq[s * c.slot_bytes], row);
     q8->from_float(&c.v[s * row], &c.vq[s * c.slot_bytes], row);
@@ -146,18 +152,18 @@ Q8Cache make_q8_cache(int64_t n_blocks, int64_t bs, int64_t n_kv, int64_t hd, st
 }
 
 // KV head g of a Q8_0 cache, and the same head of F32 rows (k, v: n_kv * hd floats per slot).
-kernels::KvHeadView q8_view(const Q8Cache& c, int64_t g, int64_t hd, int64_t bs) {
+kernels::KvHeadView block_view(const BlockCache& c, int64_t g, int64_t hd, int64_t bs) {
   kernels::KvHeadView kv;
-  kv.type = DType::Q8_0;
-  kv.k = c.kq.data() + g * dtype_row_bytes(DType::Q8_0, hd);
-  kv.v = c.vq.data() + g * dtype_row_bytes(DType::Q8_0, hd);
+  kv.type = c.type;
+  kv.k = c.kq.data() + g * dtype_row_bytes(c.type, hd);
+  kv.v = c.vq.data() + g * dtype_row_bytes(c.type, hd);
   kv.slot_bytes = c.slot_bytes;
   kv.block_size = bs;
   kv.block_table = c.table.data();
   return kv;
 }
 
-kernels::KvHeadView f32_view(const std::vector<float>& k, const std::vector<float>& v, const Q8Cache& c, int64_t g,
+kernels::KvHeadView f32_view(const std::vector<float>& k, const std::vector<float>& v, const BlockCache& c, int64_t g,
                              int64_t n_kv, int64_t hd, int64_t bs) {
   kernels::KvHeadView kv;
   kv.type = DType::F32;
@@ -169,87 +175,95 @@ kernels::KvHeadView f32_view(const std::vector<float>& k, const std::vector<floa
   return kv;
 }
 
-// Q8_0 caches: each ISA's kernel against the scalar reference, to the F16 tests' tolerance
-// (the kernels dequantize to the same floats; only the order of the sums differs).
-void check_q8_against_reference(AttendFn attend) {
+// Q8_0 and Q4_0 caches: each ISA's kernel against the scalar reference, to the F16 tests'
+// tolerance (the kernels dequantize to the same floats; only the order of the sums differs).
+void check_blocks_against_reference(AttendFn attend) {
   std::mt19937 rng(77);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   const int64_t bs = 16, n_blocks = 20, n_kv = 3;
-  for (int64_t hd : {64, 128, 32}) {
-    const Q8Cache c = make_q8_cache(n_blocks, bs, n_kv, hd, rng);
+  for (auto [hd, type] : {std::pair{int64_t{64}, DType::Q8_0}, {int64_t{128}, DType::Q8_0}, {int64_t{32}, DType::Q8_0},
+                          {int64_t{64}, DType::Q4_0}, {int64_t{128}, DType::Q4_0}}) {
+    const BlockCache c = make_block_cache(n_blocks, bs, n_kv, hd, rng, type);
     for (int G : {1, 4, 8, 3}) {
       for (int64_t n : {1, 15, 16, 17, 100, 300}) {
         const int64_t g = n % n_kv;  // some KV head other than the first
-        const kernels::KvHeadView kv = q8_view(c, g, hd, bs);
+        const kernels::KvHeadView kv = block_view(c, g, hd, bs);
         std::vector<float> q(static_cast<size_t>(G * hd));
         for (float& x : q) x = nd(rng) * 2.0f;  // peaked softmax for some heads
-        std::vector<float> s_ref(static_cast<size_t>(G * n)), s_simd(s_ref.size());
+        std::vector<float> s_ref(static_cast<size_t>(G * n));
+          std::vector<float> s_simd(static_cast<size_t>(kernels::attend_scratch_floats(G, hd, bs)));
         std::vector<float> want(q.size()), got(q.size(), NAN);
         const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
         kernels::ref::attend(q.data(), G, hd, kv, n, scale, s_ref.data(), want.data());
         attend(q.data(), G, hd, kv, n, scale, s_simd.data(), got.data());
         for (size_t i = 0; i < want.size(); ++i) {
-          ASSERT_NEAR(got[i], want[i], 2e-5f) << "hd " << hd << " G " << G << " n " << n << " i " << i;
+          ASSERT_NEAR(got[i], want[i], 2e-5f)
+              << dtype_name(type) << " hd " << hd << " G " << G << " n " << n << " i " << i;
         }
       }
     }
   }
 }
 
-TEST(Attention, Q8_0Avx512MatchesReference) {
+TEST(Attention, Q8_0AndQ4_0Avx512MatchReference) {
   if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "no AVX-512";
-  check_q8_against_reference(kAvx512);
+  check_blocks_against_reference(kAvx512);
 }
 
-TEST(Attention, Q8_0Avx2MatchesReference) {
+TEST(Attention, Q8_0AndQ4_0Avx2MatchReference) {
   if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "no AVX2";
-  check_q8_against_reference(kAvx2);
+  check_blocks_against_reference(kAvx2);
 }
 
-TEST(Attention, Q8_0DispatchMatchesReference) {  // whichever kernel LL3_CPU leaves
-  check_q8_against_reference(kernels::attend);
+TEST(Attention, Q8_0AndQ4_0DispatchMatchReference) {  // whichever kernel LL3_CPU leaves
+  check_blocks_against_reference(kernels::attend);
 }
 
-// The reference over Q8_0 blocks is F32 attention over the blocks' dequantized values, to the
-// bit (it reads q * d, the dequantized value, then does the same float arithmetic); and both are
-// within the quantization's reach of F32 attention over the floats before quantization: Q8_0
-// moves each element by at most d / 2 (d = amax / 127 of its block), ~0.3% of a normal row's
-// scale on average, which moves the scores and so the outputs (weighted means of V rows) by
-// about 1% relative L2. Measured here: 0.7e-2 .. 1.44e-2 over these cases; bound 3e-2. (A
-// wrong head, block or scale gives an unrelated output: relative L2 near 1.)
-TEST(Attention, Q8_0ReferenceIsF32AttentionOverItsValues) {
+// The reference over Q8_0 (Q4_0) blocks is F32 attention over the blocks' dequantized values,
+// to the bit (it reads q * d, the dequantized value, then does the same float arithmetic); and
+// both are within the quantization's reach of F32 attention over the floats before
+// quantization: Q8_0 moves each element by at most d / 2 (d = amax / 127 of its block), ~0.3%
+// of a normal row's scale on average, which moves the scores and so the outputs (weighted means
+// of V rows) by about 1% relative L2. Measured here: 0.7e-2 .. 1.44e-2 over these cases; bound
+// 3e-2. Q4_0's step is amax / 8, about 16 times as coarse: worst measured 0.24; bound 0.3. (A wrong
+// head, block or scale gives an unrelated output: relative L2 near 1.)
+void check_blocks_are_f32_over_their_values(DType type, double bound) {
   std::mt19937 rng(5);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   const int64_t bs = 16, n_blocks = 20, n_kv = 2;
   double worst = 0.0;
   for (int64_t hd : {64, 128}) {
-    const Q8Cache c = make_q8_cache(n_blocks, bs, n_kv, hd, rng);
+    const BlockCache c = make_block_cache(n_blocks, bs, n_kv, hd, rng, type);
     for (int G : {1, 4, 8}) {
       for (int64_t n : {1, 15, 16, 17, 100, 300}) {
         const int64_t g = (n + 1) % n_kv;
         std::vector<float> q(static_cast<size_t>(G * hd));
         for (float& x : q) x = nd(rng) * 2.0f;
         const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-        std::vector<float> s(static_cast<size_t>(G * n)), q8(q.size()), deq(q.size()), exact(q.size());
-        kernels::ref::attend(q.data(), G, hd, q8_view(c, g, hd, bs), n, scale, s.data(), q8.data());
+        std::vector<float> s(static_cast<size_t>(G * n)), blocks(q.size()), deq(q.size()), exact(q.size());
+        kernels::ref::attend(q.data(), G, hd, block_view(c, g, hd, bs), n, scale, s.data(), blocks.data());
         kernels::ref::attend(q.data(), G, hd, f32_view(c.kd, c.vd, c, g, n_kv, hd, bs), n, scale, s.data(),
                              deq.data());
         kernels::ref::attend(q.data(), G, hd, f32_view(c.k, c.v, c, g, n_kv, hd, bs), n, scale, s.data(),
                              exact.data());
-        ASSERT_EQ(q8, deq) << "hd " << hd << " G " << G << " n " << n;
+        ASSERT_EQ(blocks, deq) << "hd " << hd << " G " << G << " n " << n;
         double num = 0.0, den = 0.0;
-        for (size_t i = 0; i < q8.size(); ++i) {
-          num += (q8[i] - exact[i]) * (q8[i] - exact[i]);
+        for (size_t i = 0; i < blocks.size(); ++i) {
+          num += (blocks[i] - exact[i]) * (blocks[i] - exact[i]);
           den += exact[i] * exact[i];
         }
         const double rel = std::sqrt(num / den);
         worst = std::max(worst, rel);
-        EXPECT_LE(rel, 3e-2) << "hd " << hd << " G " << G << " n " << n;
+        EXPECT_LE(rel, bound) << "hd " << hd << " G " << G << " n " << n;
       }
     }
   }
-  RecordProperty("worst_rel_l2", std::to_string(worst));
+  std::printf("%s: worst relative L2 %.3g\n", std::string(dtype_name(type)).c_str(), worst);
+  testing::Test::RecordProperty("worst_rel_l2", std::to_string(worst));
 }
+
+TEST(Attention, Q8_0ReferenceIsF32AttentionOverItsValues) { check_blocks_are_f32_over_their_values(DType::Q8_0, 3e-2); }
+TEST(Attention, Q4_0ReferenceIsF32AttentionOverItsValues) { check_blocks_are_f32_over_their_values(DType::Q4_0, 0.3); }
 
 // A run of consecutive tokens (a prompt chunk) gives each token the bits it gets alone, for every
 // cache type, group and head size, block size, and run length (past kMaxAttendRows: several
@@ -260,17 +274,19 @@ void check_rows_equal_each_row_alone(AttendRowsFn rows, int64_t width) {
   std::normal_distribution<float> nd(0.0f, 1.0f);
   const int64_t n_kv = 2;
   for (int64_t bs : {16, 32}) {
-    const int64_t n_blocks = 640 / bs;
+    const int64_t n_blocks = 1280 / bs;  // past one chunk (1,024 positions)
     for (int64_t hd : {64, 128, 48}) {
       if (hd % width != 0) continue;
       const Cache c = make_cache(n_blocks, bs, n_kv, hd, rng);
-      const Q8Cache c8 = make_q8_cache(n_blocks, bs, n_kv, hd, rng);
-      for (DType type : {DType::F16, DType::F32, DType::Q8_0}) {
-        if (type == DType::Q8_0 && hd % 32 != 0) continue;
+      const BlockCache c8 = make_block_cache(n_blocks, bs, n_kv, hd, rng);
+      const BlockCache c4 = make_block_cache(n_blocks, bs, n_kv, hd, rng, DType::Q4_0);
+      for (DType type : {DType::F16, DType::F32, DType::Q8_0, DType::Q4_0}) {
+        const bool blocks = type == DType::Q8_0 || type == DType::Q4_0;
+        if (blocks && hd % 32 != 0) continue;
         const int64_t g = 1;
         kernels::KvHeadView kv;
-        if (type == DType::Q8_0) {
-          kv = q8_view(c8, g, hd, bs);
+        if (blocks) {
+          kv = block_view(type == DType::Q8_0 ? c8 : c4, g, hd, bs);
         } else {
           kv.type = type;
           kv.k = type == DType::F16 ? static_cast<const void*>(c.k16.data() + g * hd) : c.k32.data() + g * hd;
@@ -280,13 +296,19 @@ void check_rows_equal_each_row_alone(AttendRowsFn rows, int64_t width) {
           kv.block_table = c.table.data();
         }
         for (int G : {1, 3, 4, 8}) {
+          std::vector<std::pair<int64_t, int>> lengths;  // (n, m)
           for (int64_t n : {1, 5, 16, 17, 250}) {
-            for (int m : {2, 7, 16, 17, 40}) {
+            for (int m : {2, 7, 16, 17, 40}) lengths.emplace_back(n, m);
+          }
+          if (G == 4) lengths.emplace_back(1015, 17);  // a run that crosses into a second chunk
+          for (auto [n, m] : lengths) {
+            {
               const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
               const int64_t stride = G * hd + 16;  // rows apart, as in a batch of all heads
               std::vector<float> q(static_cast<size_t>(m * stride));
               for (float& x : q) x = nd(rng) * 2.0f;
-              std::vector<float> s(static_cast<size_t>(m * G * (n + m))), run(q.size(), NAN), alone(q.size(), NAN);
+              std::vector<float> s(static_cast<size_t>(std::max(G * (n + m), kernels::attend_scratch_floats(G, hd, bs))));
+              std::vector<float> run(q.size(), NAN), alone(q.size(), NAN);
               rows(q.data(), stride, m, G, hd, kv, n, scale, s.data(), run.data());
               std::vector<float> want(static_cast<size_t>(G * hd));
               for (int i = 0; i < m; ++i) {
@@ -317,6 +339,80 @@ TEST(Attention, Avx2RowsEqualEachRowAlone) {
   check_rows_equal_each_row_alone(kernels::avx2::attend_rows, 8);
 }
 
+// Positions in several chunks: each ISA's run kernel against the definition, and its chunks
+// computed apart (attend_chunk, one per thread in the runner) and merged (attend_combine) to
+// the bits of attend_rows, for a token alone and a run that crosses a chunk's edge.
+struct IsaKernels {
+  const char* name;
+  int64_t width;
+  bool present;
+  AttendRowsFn rows;
+  void (*chunk)(const float*, int64_t, int, int, int64_t, const kernels::KvHeadView&, int64_t, int64_t, float,
+                float*, const kernels::AttendPartial&);
+  void (*combine)(const kernels::AttendPartial*, int64_t, int, int, int64_t, float*, int64_t);
+};
+
+TEST(Attention, ChunksMergedApartEqualOneThread) {
+  const IsaKernels isas[] = {
+      {"ref", 1, true, kernels::ref::attend_rows, kernels::ref::attend_chunk, kernels::ref::attend_combine},
+      {"avx2", 8, cpu_features().has_avx2_set(), kernels::avx2::attend_rows, kernels::avx2::attend_chunk,
+       kernels::avx2::attend_combine},
+      {"avx512", 16, cpu_features().has_avx512_set(), kernels::avx512::attend_rows, kernels::avx512::attend_chunk,
+       kernels::avx512::attend_combine},
+  };
+  std::mt19937 rng(33);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t bs = 16, n_blocks = 200, n_kv = 2, hd = 64;
+  const Cache c = make_cache(n_blocks, bs, n_kv, hd, rng);
+  const BlockCache c8 = make_block_cache(n_blocks, bs, n_kv, hd, rng);
+  const BlockCache c4 = make_block_cache(n_blocks, bs, n_kv, hd, rng, DType::Q4_0);
+  int tried = 0;
+  for (const IsaKernels& isa : isas) {
+    if (!isa.present) continue;
+    for (DType type : {DType::F16, DType::Q8_0, DType::Q4_0}) {
+      kernels::KvHeadView kv = block_view(type == DType::Q4_0 ? c4 : c8, 1, hd, bs);
+      if (type == DType::F16) {
+        kv.type = DType::F16;
+        kv.k = c.k16.data() + hd;
+        kv.v = c.v16.data() + hd;
+        kv.slot_bytes = static_cast<size_t>(n_kv * hd) * 2;
+        kv.block_table = c.table.data();
+      }
+      for (int G : {1, 3, 4}) {
+        for (auto [n, m] : {std::pair<int64_t, int>{1024, 1}, {1025, 1}, {3100, 1}, {1020, 16}, {2040, 9}}) {
+          const int64_t stride = G * hd, chunks = kernels::attend_chunks(n + m - 1, bs);
+          const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+          std::vector<float> q(static_cast<size_t>(m * stride)), s(static_cast<size_t>(
+                                                                        kernels::attend_scratch_floats(G, hd, bs)));
+          for (float& x : q) x = nd(rng) * 2.0f;
+          std::vector<float> one(q.size(), NAN), apart(q.size(), NAN), want(static_cast<size_t>(stride));
+          std::vector<float> ref_s(static_cast<size_t>(G * (n + m)));
+          isa.rows(q.data(), stride, m, G, hd, kv, n, scale, s.data(), one.data());
+          std::vector<float> outs(static_cast<size_t>(chunks * m * stride), NAN), maxs(static_cast<size_t>(chunks * m * G));
+          std::vector<double> sums(maxs.size());
+          std::vector<kernels::AttendPartial> parts;
+          for (int64_t k = 0; k < chunks; ++k) {
+            parts.push_back({&outs[k * m * stride], &maxs[k * m * G], &sums[k * m * G]});
+            isa.chunk(q.data(), stride, m, G, hd, kv, n, k, scale, s.data(), parts.back());
+          }
+          isa.combine(parts.data(), chunks, m, G, hd, apart.data(), stride);
+          ASSERT_EQ(std::memcmp(one.data(), apart.data(), one.size() * sizeof(float)), 0)
+              << isa.name << " G " << G << " n " << n << " m " << m;
+          for (int i = 0; i < m; ++i) {
+            kernels::ref::attend(q.data() + i * stride, G, hd, kv, n + i, scale, ref_s.data(), want.data());
+            for (int64_t e = 0; e < stride; ++e) {
+              ASSERT_NEAR(one[static_cast<size_t>(i * stride + e)], want[static_cast<size_t>(e)], 2e-5f)
+                  << isa.name << " G " << G << " n " << n << " m " << m << " row " << i;
+            }
+          }
+          ++tried;
+        }
+      }
+    }
+  }
+  EXPECT_GE(tried, 30);
+}
+
 TEST(Attention, OnePositionReturnsItsValueRow) {
   // softmax over one position is 1: the output is exactly V_0 of the head, for any q.
   std::mt19937 rng(3);
@@ -328,7 +424,7 @@ TEST(Attention, OnePositionReturnsItsValueRow) {
   kv.slot_bytes = 128 * 4;
   kv.block_size = 16;
   kv.block_table = c.table.data();
-  std::vector<float> q(4 * 64, 0.7f), s(4), out(4 * 64);
+  std::vector<float> q(4 * 64, 0.7f), s(static_cast<size_t>(kernels::attend_scratch_floats(4, 64, 16))), out(4 * 64);
   kernels::attend(q.data(), 4, 64, kv, 1, 0.125f, s.data(), out.data());
   const float* v0 = c.v32.data() + c.table[0] * 16 * 128 + 64;
   for (int h = 0; h < 4; ++h) {

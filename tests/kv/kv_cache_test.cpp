@@ -35,7 +35,7 @@ std::unique_ptr<KvCache> make(DType type, int64_t head_dim) {
 
 TEST(KvCache, RowBytesPerType) {
   // A row is both KV heads of one position: 2 * 64 elements.
-  const std::pair<DType, size_t> cases[] = {{DType::F32, 512}, {DType::F16, 256}, {DType::Q8_0, 4 * 34}};
+  const std::pair<DType, size_t> cases[] = {{DType::F32, 512}, {DType::F16, 256}, {DType::Q8_0, 4 * 34}, {DType::Q4_0, 4 * 18}};
   for (const auto& [type, row] : cases) {
     auto kv = make(type, 64);
     ASSERT_TRUE(kv);
@@ -51,9 +51,13 @@ TEST(KvCache, Q8_0NeedsWholeBlocksPerHead) {
   EXPECT_EQ(kv.message(), "KV cache type q8_0 needs a head dimension that is a multiple of 32 (blocks of 32 per "
                           "head); this model's is 48");
   EXPECT_TRUE(KvCache::create(config(DType::F16, 48)).ok());  // the float types take any head_dim
-  auto bad = KvCache::create(config(DType::Q4_0, 64));
+  auto q4 = KvCache::create(config(DType::Q4_0, 48));
+  ASSERT_FALSE(q4.ok());
+  EXPECT_EQ(q4.message(), "KV cache type q4_0 needs a head dimension that is a multiple of 32 (blocks of 32 per "
+                          "head); this model's is 48");
+  auto bad = KvCache::create(config(DType::Q4_1, 64));
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.message(), "KV cache type must be f32, f16 or q8_0, not q4_0");
+  EXPECT_EQ(bad.message(), "KV cache type must be f32, f16, q8_0 or q4_0, not q4_1");
 }
 
 // Stores random rows at positions 0 .. n-1 of a sequence with an out-of-order block table in
@@ -128,6 +132,35 @@ TEST(KvCache, Q8_0StoreReadsBackWithinHalfAStep) {
       for (int j = 0; j < B; ++j) worst = std::max(worst, std::fabs((*back)[b0 + j] - (*in)[b0 + j]));
       ASSERT_LE(worst, bound) << "block at " << b0 << ", d " << d;
       ASSERT_GT(worst, 0.0f) << "block at " << b0;  // random floats are not all on the grid
+    }
+  }
+}
+
+// Q4_0: d = the block's signed absmax / -8, q = min(15, floor(x / d + 8.5)), x = (q - 8) d: a
+// value comes back within d / 2 of what was stored, or within d where q was clamped to 15
+// (x / d above 7.5, on the side opposite the absmax), plus what rounding d to f16 moves
+// (q - 8) d (|q - 8| <= 8 steps of that rounding).
+TEST(KvCache, Q4_0StoreReadsBackWithinHalfAStep) {
+  auto kv = make(DType::Q4_0, 64);
+  ASSERT_TRUE(kv);
+  const Stored s = store_and_read(*kv, 40);
+  constexpr int B = quant::kQK;
+  for (const auto& [in, back] : {std::pair{&s.k, &s.k_back}, std::pair{&s.v, &s.v_back}}) {
+    for (size_t b0 = 0; b0 < in->size(); b0 += B) {
+      float amax = 0.0f, max = 0.0f;
+      for (int j = 0; j < B; ++j) {
+        const float x = (*in)[b0 + j];
+        if (std::fabs(x) > amax) amax = std::fabs(x), max = x;
+      }
+      const float d = max / -8, d16 = f16_to_f32(f32_to_f16(d));
+      float worst = 0.0f;
+      for (int j = 0; j < B; ++j) {
+        const float x = (*in)[b0 + j], err = std::fabs((*back)[b0 + j] - x);
+        const float bound = (x / d > 7.5f ? 1.0f : 0.5f) * std::fabs(d16) + 8 * std::fabs(d - d16) + 1e-6f;
+        ASSERT_LE(err, bound) << "block at " << b0 << ", element " << j << ", d " << d;
+        worst = std::max(worst, err);
+      }
+      ASSERT_GT(worst, 0.0f) << "block at " << b0;
     }
   }
 }

@@ -2,7 +2,9 @@
 // logits equal those of running it alone, whatever its KV blocks and its place in the batch.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "kv/block_pool.h"
@@ -90,6 +92,54 @@ TEST(BatchPlan, MixedPrefillAndDecodeOfThreeSequences) {
     const int64_t last = static_cast<int64_t>(seqs[s].tokens.size()) - 1;
     auto ref = test::reference_logits(model, seqs[s].tokens, {last});
     EXPECT_LE(test::rel_l2(out.data() + s * V, ref[0].data(), V), 1e-4) << "sequence " << s;
+  }
+}
+
+// A sequence past two chunks of positions (kernels/attention.h), prefilled in steps of 128
+// rows and then decoded: on 8 threads its (run, KV head) pairs are split by chunks over the
+// threads and merged; on one they are not. Every step's logits have the same bits.
+TEST(BatchPlan, AttentionSplitOverThreadsHasTheSameBits) {
+  LL3_REQUIRE_SHARED();
+  auto m = LlamaModel::load(test::shared_dir() + "/models/tiny-llama3-f32.gguf");
+  ASSERT_TRUE(m.ok()) << m.message();
+  const LlamaModel& model = **m;
+  const int64_t V = model.config.n_vocab, n = 2300;
+  KvCacheConfig kc{model.config.n_layers, model.config.n_kv_heads, model.config.head_dim, 16, 160, DType::F16};
+  std::mt19937 rng(12);
+  std::vector<int32_t> tokens{128000};
+  while (static_cast<int64_t>(tokens.size()) < n) tokens.push_back(static_cast<int32_t>(rng() % 128000));
+  std::vector<int32_t> blocks(150);
+  for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<int32_t>((i * 37) % 150);  // out of order
+  std::vector<std::vector<float>> logits[2];
+  int64_t splits[2] = {0, 0};
+  for (int k = 0; k < 2; ++k) {
+    auto kv = KvCache::create(kc);
+    ASSERT_TRUE(kv.ok()) << kv.message();
+    ThreadPool pool(k == 0 ? 1 : 8);
+    CpuRunner runner(model, **kv, pool, 128);
+    for (int32_t past = 0; past < n;) {
+      const int32_t step = std::min<int32_t>(past < 2176 ? 128 : 1, static_cast<int32_t>(n) - past);
+      std::vector<int32_t> step_tokens(tokens.begin() + past, tokens.begin() + past + step), rows{step - 1};
+      SeqBatch b;
+      b.n_past = past;
+      b.token_begin = 0;
+      b.n_tokens = step;
+      b.block_table = blocks;
+      const std::vector<SeqBatch> seqs{b};
+      BatchPlan plan{step_tokens, seqs, rows, {}};
+      std::vector<float> out(static_cast<size_t>(V));
+      ASSERT_TRUE(runner.forward(plan, out.data(), nullptr).ok());
+      logits[k].push_back(std::move(out));
+      splits[k] += runner.attention_splits();
+      past += step;
+    }
+  }
+  EXPECT_EQ(splits[0], 0);
+  EXPECT_GT(splits[1], 0);
+  ASSERT_EQ(logits[0].size(), logits[1].size());
+  for (size_t i = 0; i < logits[0].size(); ++i) {
+    ASSERT_EQ(std::memcmp(logits[0][i].data(), logits[1][i].data(), static_cast<size_t>(V) * sizeof(float)), 0)
+        << "step " << i;
   }
 }
 

@@ -22,7 +22,7 @@ struct EvaluatorOptions {
   int64_t context = 0;           // positions to hold (0: min(model context, 4096))
   int64_t batch = 256;           // prompt tokens per forward step
   int threads = 0;               // 0: all cores
-  DType kv_type = DType::F16;    // F32, F16 or Q8_0 (head_dim % 32 == 0)
+  DType kv_type = DType::F16;    // F32, F16, Q8_0 or Q4_0 (head_dim % 32 == 0)
   // Quantized weights: 8-bit activations and integer dot products (fast; llama.cpp's native
   // arithmetic) or float activations (exact against dequantized weights).
   bool int8_activations = true;

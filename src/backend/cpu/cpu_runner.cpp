@@ -30,9 +30,17 @@ CpuRunner::CpuRunner(const LlamaModel& model, KvCache& kv, ThreadPool& pool, int
   up_.resize(T * c_.ffn_dim);
   rope_cos_.resize(T * c_.head_dim / 2);
   rope_sin_.resize(T * c_.head_dim / 2);
-  score_floats_ = std::max<int64_t>((c_.n_heads / c_.n_kv_heads) * kv.capacity_tokens(), kRunScoreFloats);
-  scores_.resize(static_cast<size_t>(pool.size() * score_floats_));
+  const int group = static_cast<int>(c_.n_heads / c_.n_kv_heads);
+  att_scratch_floats_ = kernels::attend_scratch_floats(group, c_.head_dim, kv.config().block_size);
+  att_scratch_.resize(static_cast<size_t>(pool.size() * att_scratch_floats_));
   runs_.reserve(static_cast<size_t>(T));
+  const size_t max_parts = static_cast<size_t>(kPartialFloats / (group * c_.head_dim));
+  att_jobs_.reserve(static_cast<size_t>(T * c_.n_kv_heads) + max_parts);
+  att_splits_.reserve(static_cast<size_t>(T * c_.n_kv_heads));
+  att_parts_.reserve(max_parts);
+  part_out_.resize(static_cast<size_t>(kPartialFloats));
+  part_max_.resize(static_cast<size_t>(kPartialFloats / c_.head_dim));
+  part_sum_.resize(part_max_.size());
   token_pos_.resize(T);
   token_seq_.resize(T);
   logit_seq_.resize(T);
@@ -232,43 +240,82 @@ void CpuRunner::rmsnorm_rows(const float* weight, int64_t T) {
 }
 
 // Consecutive rows of one sequence (a prompt chunk) attend together, reading each K and V row
-// once for the run: as many as kernels::kMaxAttendRows, and fewer where their scores would
-// outgrow kRunScoreFloats (read again by the weighted sum: they should stay near the core).
+// once for the run. Then the jobs: a (run, KV head) pair whose work (rows x positions) exceeds
+// a quarter of a thread's share is split into its chunks, as the partials' room allows, so a
+// long sequence beside short ones, or one sequence on more threads than KV heads, keeps every
+// thread busy. Splitting changes no bits (kernels/attention.h), so this may be any policy.
 void CpuRunner::plan_attention_runs(const BatchPlan& plan) {
-  const int64_t group = c_.n_heads / c_.n_kv_heads;
-  const int64_t budget = std::min(score_floats_, kRunScoreFloats);
+  const int64_t n_kv = c_.n_kv_heads, hd = c_.head_dim, bs = kv_.config().block_size;
+  const int group = static_cast<int>(c_.n_heads / c_.n_kv_heads);
   runs_.clear();
+  int64_t total = 0;  // rows x positions, per KV head
   for (const SeqBatch& seq : plan.seqs) {
     for (int32_t i = 0; i < seq.n_tokens;) {
-      const int64_t n = seq.n_past + i + 1;  // the run's first row attends over n positions
-      int32_t m = std::min(kernels::kMaxAttendRows, seq.n_tokens - i);
-      while (m > 1 && m * group * (n + m - 1) > budget) --m;
+      const int32_t m = std::min(kernels::kMaxAttendRows, seq.n_tokens - i);
       runs_.push_back({seq.token_begin + i, m});
+      total += m * (seq.n_past + i + m);
       i += m;
+    }
+  }
+  const int64_t share = total * n_kv / (4 * pool_.size());
+  att_jobs_.clear();
+  att_splits_.clear();
+  att_parts_.clear();
+  int64_t floats = 0;
+  for (size_t r = 0; r < runs_.size(); ++r) {
+    const int64_t n_last = token_pos_[runs_[r].row] + runs_[r].m;
+    const int64_t chunks = kernels::attend_chunks(n_last, bs), part = runs_[r].m * group;
+    const bool split = pool_.size() > 1 && chunks > 1 && runs_[r].m * n_last > share &&
+                       floats + n_kv * chunks * part * hd <= kPartialFloats;
+    for (int32_t g = 0; g < n_kv; ++g) {
+      const int32_t run = static_cast<int32_t>(r);
+      if (!split) {
+        att_jobs_.push_back({run, g, 0, -1});
+        continue;
+      }
+      att_splits_.push_back({run, g, static_cast<int32_t>(att_parts_.size()), static_cast<int32_t>(chunks)});
+      for (int32_t c = 0; c < chunks; ++c) {
+        att_jobs_.push_back({run, g, c, static_cast<int32_t>(att_parts_.size())});
+        att_parts_.push_back({&part_out_[floats], &part_max_[floats / hd], &part_sum_[floats / hd]});
+        floats += part * hd;
+      }
     }
   }
 }
 
 // Causal grouped-query attention of every (run of rows, KV head) pair over the rows' sequence,
-// positions 0 .. pos, read from the paged cache: the query heads sharing a KV head together.
+// positions 0 .. pos, read from the paged cache: the query heads sharing a KV head together;
+// then the split pairs' partials merged.
 void CpuRunner::attention(const BatchPlan& plan, int64_t layer) {
-  const int64_t hd = c_.head_dim, n_kv = c_.n_kv_heads;
+  const int64_t hd = c_.head_dim;
   const int group = static_cast<int>(c_.n_heads / c_.n_kv_heads);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int64_t n_runs = static_cast<int64_t>(runs_.size());
-
   // Runs late in a prompt attend over more positions: hand out single jobs so the threads
   // finish together.
-  pool_.parallel_for_dynamic(n_runs * n_kv, 1, [&](int64_t begin, int64_t end, int thread) {
-    float* scores = &scores_[static_cast<size_t>(thread * score_floats_)];
-    for (int64_t job = begin; job < end; ++job) {
-      const AttentionRun& r = runs_[job / n_kv];
-      const int64_t t = r.row, g = job % n_kv;
-      const SeqBatch& seq = plan.seqs[token_seq_[t]];
-      const kernels::KvHeadView kv = kv_.head_view(layer, g, seq.block_table);
-      const int64_t head0 = g * group;  // the first query head reading KV head g
-      kernels::attend_rows(&q_[t * q_dim_ + head0 * hd], q_dim_, r.m, group, hd, kv, token_pos_[t] + 1, scale,
-                           scores, &att_[t * q_dim_ + head0 * hd]);
+  pool_.parallel_for_dynamic(static_cast<int64_t>(att_jobs_.size()), 1, [&](int64_t begin, int64_t end, int thread) {
+    float* scratch = &att_scratch_[static_cast<size_t>(thread * att_scratch_floats_)];
+    for (int64_t j = begin; j < end; ++j) {
+      const AttentionJob& job = att_jobs_[j];
+      const AttentionRun& r = runs_[job.run];
+      const int64_t t = r.row, head0 = job.head * group;  // the first query head reading this KV head
+      const kernels::KvHeadView kv = kv_.head_view(layer, job.head, plan.seqs[token_seq_[t]].block_table);
+      const float* q = &q_[t * q_dim_ + head0 * hd];
+      if (job.part < 0) {
+        kernels::attend_rows(q, q_dim_, r.m, group, hd, kv, token_pos_[t] + 1, scale, scratch,
+                             &att_[t * q_dim_ + head0 * hd]);
+      } else {
+        kernels::attend_chunk(q, q_dim_, r.m, group, hd, kv, token_pos_[t] + 1, job.chunk, scale, scratch,
+                              att_parts_[job.part]);
+      }
+    }
+  });
+  if (att_splits_.empty()) return;
+  pool_.parallel_for(static_cast<int64_t>(att_splits_.size()), [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      const AttentionSplit& sp = att_splits_[i];
+      const AttentionRun& r = runs_[sp.run];
+      kernels::attend_combine(&att_parts_[sp.first_part], sp.n_parts, r.m, group, hd,
+                              &att_[r.row * q_dim_ + sp.head * group * hd], q_dim_);
     }
   });
 }

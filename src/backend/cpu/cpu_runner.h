@@ -12,6 +12,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "model/batch_plan.h"
+#include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kv/kv_cache.h"
 #include "model/llama_model.h"
@@ -62,6 +63,8 @@ class CpuRunner final : public ModelRunner {
   void enable_lora();
 
   void set_tap(ActivationTap tap) { tap_ = std::move(tap); }
+  // (run, KV head) pairs the last step split over the threads by chunks of positions.
+  int64_t attention_splits() const { return static_cast<int64_t>(att_splits_.size()); }
 
  private:
   Status validate(const BatchPlan& plan) const;
@@ -101,18 +104,31 @@ class CpuRunner final : public ModelRunner {
   AlignedVector<float> up_;       // (T, ffn_dim)
   AlignedVector<float> rope_cos_; // (T, head_dim / 2)
   AlignedVector<float> rope_sin_; // (T, head_dim / 2)
-  AlignedVector<float> scores_;   // (n_threads, score_floats_) attention weights
-  int64_t score_floats_ = 0;      // per thread: a row over the whole KV capacity, or one run's
-  // Rows of one sequence attending together (plan_attention_runs).
+  AlignedVector<float> att_scratch_;  // (n_threads, att_scratch_floats_) attention scores and partials
+  int64_t att_scratch_floats_ = 0;
+  // Rows of one sequence attending together (plan_attention_runs): up to kMaxAttendRows.
   struct AttentionRun {
     int64_t row;  // the first batch row
     int m;        // rows
   };
   std::vector<AttentionRun> runs_;
-  // The scores of a run (G heads, m rows) are kept within 2 MiB: past L2, but a longer run's
-  // fewer passes over K and V win (Zen 5, pp256 at depth 4096 / 8192: +3-10% / +8-20% against
-  // 512 KiB).
-  static constexpr int64_t kRunScoreFloats = 512 * 1024;
+  // The attention's jobs: a (run, KV head) pair whole, or one chunk of its positions into a
+  // partial (part >= 0), merged after all the chunks by the pair's AttentionSplit.
+  struct AttentionJob {
+    int32_t run, head, chunk, part;
+  };
+  struct AttentionSplit {
+    int32_t run, head, first_part, n_parts;
+  };
+  std::vector<AttentionJob> att_jobs_;
+  std::vector<AttentionSplit> att_splits_;
+  std::vector<kernels::AttendPartial> att_parts_;
+  // The split pairs' partials: at most kPartialFloats (4 MiB; 1B, 128k positions, one
+  // sequence: 1 MiB).
+  static constexpr int64_t kPartialFloats = int64_t{1} << 20;
+  AlignedVector<float> part_out_;
+  AlignedVector<float> part_max_;
+  std::vector<double> part_sum_;
   AlignedVector<float> wrows_;    // (n_threads, kLaneRowBlock, max cols) dequantized weight rows
   AlignedVector<float> xlanes_;   // lane-major float GEMM: packed activations (MatmulScratch::xlanes)
   AlignedVector<float> wlanes_;   // and packed weight rows per thread

@@ -6,12 +6,15 @@
 // applied once at the end. A prompt chunk's tokens then read K and V once instead of once
 // each (bench/attention_bench, Zen 5, 4,096 positions, the 1B's heads: 58 M positions/s a
 // token alone, 98 M in runs of 16). hd must be a multiple of V::kWidth (and of 32 for Q8_0).
-// The cache type only changes how a vector of a row is loaded (the Rows types).
+// The cache type only changes how a vector of a row is loaded (the Rows types). Positions go in
+// chunks (kernels/attention.h): each chunk's partial is merged into the running result in
+// chunk order by merge_partial, the one merge the threads' split (attend_combine) uses too.
 #pragma once
 
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/attention.h"
@@ -91,6 +94,58 @@ struct Q8Rows {
   static size_t bytes(int64_t hd) { return static_cast<size_t>(hd / quant::kQK) * sizeof(Block); }
 };
 
+// Q4_0: x = (q - 8) * d, q a nibble (element j of a block in the low half of byte j, element
+// 16 + j in the high half); each block's 16 bytes unpacked once into 32 signed bytes, then read
+// as Q8_0's are (the same single rounding as the reference).
+template <class V>
+struct Q4Rows {
+  using T = typename V::T;
+  using Block = quant::BlockQ4_0;
+  static constexpr int kPerBlock = quant::kQK / V::kWidth;
+  static constexpr bool kLineAligned = false;
+  static const Block* block(const uint8_t* row, int64_t c) {
+    return reinterpret_cast<const Block*>(row) + static_cast<size_t>(c) / quant::kQK;
+  }
+  static void unpack(const Block* b, int8_t* q) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs));
+    const __m128i low = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm_sub_epi8(_mm_and_si128(x, low), eight));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16),
+                     _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(x, 4), low), eight));
+  }
+  static T scale(const Block* b) { return V::set1(_cvtsh_ss(b->d)); }
+  static T load(const uint8_t* row, int64_t c) {
+    const Block* b = block(row, c);
+    alignas(16) int8_t q[quant::kQK];
+    unpack(b, q);
+    return V::mul(V::load_i8(q + static_cast<size_t>(c) % quant::kQK), scale(b));
+  }
+  template <int C>
+  static void load_run(const uint8_t* row, int64_t c0, T* out) {
+    if constexpr (C % kPerBlock == 0) {  // c0 is then a multiple of 32: whole blocks
+      const Block* b = block(row, c0);
+      alignas(16) int8_t q[quant::kQK];
+      for (int j = 0; j < C / kPerBlock; ++j) {
+        unpack(b + j, q);
+        const T d = scale(b + j);
+        for (int i = 0; i < kPerBlock; ++i) out[j * kPerBlock + i] = V::mul(V::load_i8(q + V::kWidth * i), d);
+      }
+    } else {
+      for (int i = 0; i < C; ++i) out[i] = load(row, c0 + V::kWidth * i);
+    }
+  }
+  static void to_floats(const uint8_t* row, int64_t hd, float* dst) {
+    const Block* b = block(row, 0);
+    alignas(16) int8_t q[quant::kQK];
+    for (int64_t j = 0; j < hd / quant::kQK; ++j) {
+      unpack(b + j, q);
+      const T d = scale(b + j);
+      for (int i = 0; i < kPerBlock; ++i) V::store(dst + j * quant::kQK + V::kWidth * i, V::mul(V::load_i8(q + V::kWidth * i), d));
+    }
+  }
+  static size_t bytes(int64_t hd) { return static_cast<size_t>(hd / quant::kQK) * sizeof(Block); }
+};
+
 // Byte offset of block b's first slot (of the block table's b-th block) from the view's k / v.
 inline size_t block_offset(const KvHeadView& kv, int64_t b) {
   return static_cast<size_t>(kv.block_table[b]) * static_cast<size_t>(kv.block_size) * kv.slot_bytes;
@@ -111,26 +166,34 @@ inline void prefetch_block_rows(const KvHeadView& kv, const uint8_t* data, int64
   }
 }
 
-// A run of m consecutive query tokens of one sequence and G of their heads: token i attends
-// over n(i) = n0 + i positions; its queries are at q + i * q_stride, its output at out + i *
-// q_stride, and head h's scores at s + i * s_stride + h * n(i) (h counted from the run's first
-// head h0, which q and out already point at).
+// A run of m consecutive query tokens of one sequence and G of their heads, over one chunk of
+// positions [p_begin, p_begin + chunk): token i attends over n(i) = n0 + i positions in all,
+// those of the chunk below end(i); its queries are at q + i * q_stride, its output at out + i *
+// out_stride, and head h's scores at s + i * s_stride + h * chunk, indexed from p_begin (h
+// counted from the run's first head h0, which q and out already point at).
 struct Run {
   const float* q;
   float* out;
   int64_t q_stride;
+  int64_t out_stride;
   float* s;
   int64_t s_stride;
   int h0;
   int64_t n0;
   int m;
+  int64_t p_begin;
+  int64_t chunk;
   int64_t n(int i) const { return n0 + i; }
-  float* scores(int i, int h) const { return s + i * s_stride + (h0 + h) * n(i); }
+  int64_t end(int i) const { return std::min(n(i), p_begin + chunk); }
+  int64_t count(int i) const { return end(i) - p_begin; }  // <= 0: none in this chunk
+  float* scores(int i, int h) const { return s + i * s_stride + (h0 + h) * chunk; }
+  int64_t first_block(const KvHeadView& kv) const { return p_begin / kv.block_size; }
+  int64_t end_block(const KvHeadView& kv) const { return (end(m - 1) + kv.block_size - 1) / kv.block_size; }
 };
 
-// Positions of block b (starting at p0) that token i of r attends to.
+// Positions of block b (starting at p0) that token i of r attends to in its chunk.
 inline int64_t slots_of(const Run& r, int i, const KvHeadView& kv, int64_t p0) {
-  return std::min(kv.block_size, r.n(i) - p0);
+  return std::min(kv.block_size, r.end(i) - p0);
 }
 
 // scores(i, h)[p] = scale * q_i[h] . K_p for the run's G heads. Inside a block, each tile of
@@ -145,11 +208,10 @@ void scores(const Run& r, int64_t hd, const KvHeadView& kv, float scale) {
   const uint8_t* k = static_cast<const uint8_t*>(kv.k);
   alignas(64) float tile[W * kMaxTileHeadDim];
   const bool tiles = hd <= kMaxTileHeadDim;
-  const int64_t n_last = r.n(r.m - 1);
-  const int64_t n_blocks = (n_last + kv.block_size - 1) / kv.block_size;
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    if (b + 1 < n_blocks) prefetch_block_rows<R>(kv, k, hd, b + 1);
-    const int64_t p0 = b * kv.block_size;
+  const int64_t b_end = r.end_block(kv);
+  for (int64_t b = r.first_block(kv); b < b_end; ++b) {
+    if (b + 1 < b_end) prefetch_block_rows<R>(kv, k, hd, b + 1);
+    const int64_t p0 = b * kv.block_size, s0 = p0 - r.p_begin;
     const uint8_t* rows = k + block_offset(kv, b);
     const int64_t slots_last = slots_of(r, r.m - 1, kv, p0);
     for (int64_t j = 0; j < slots_last; j += W) {
@@ -168,7 +230,7 @@ void scores(const Run& r, int64_t hd, const KvHeadView& kv, float scale) {
               const typename V::T qc = V::load(q + h * hd + c);
               for (int p = 0; p < W; ++p) acc[p] = V::fmadd(qc, V::load(tile + p * hd + c), acc[p]);
             }
-            V::store(r.scores(i, h) + p0 + j, V::mul(V::transpose_reduce(acc), V::set1(scale)));
+            V::store(r.scores(i, h) + s0 + j, V::mul(V::transpose_reduce(acc), V::set1(scale)));
           }
           continue;
         }
@@ -180,14 +242,15 @@ void scores(const Run& r, int64_t hd, const KvHeadView& kv, float scale) {
             const typename V::T kc = R::load(row, c);
             for (int h = 0; h < G; ++h) acc[h] = V::fmadd(V::load(q + h * hd + c), kc, acc[h]);
           }
-          for (int h = 0; h < G; ++h) r.scores(i, h)[p0 + p] = V::reduce_add(acc[h]) * scale;
+          for (int h = 0; h < G; ++h) r.scores(i, h)[s0 + p] = V::reduce_add(acc[h]) * scale;
         }
       }
     }
   }
 }
 
-// out_i[h][c0 .. c0 + C vectors) = sum_p w_i[h][p] V_p[c0 ..] for the run's tokens and G heads.
+// out_i[h][c0 .. c0 + C vectors) = sum_p w_i[h][p] V_p[c0 ..] for the run's tokens and G heads,
+// p over the chunk.
 // V rows are converted kWidth at a time for all the tokens; each token's sums run over its
 // positions in order and wait in out between tiles (a float store and load: exact), so a token
 // gets the same bits in any run as alone.
@@ -196,12 +259,11 @@ void weighted_sum(const Run& r, int64_t hd, const KvHeadView& kv, int64_t c0) {
   constexpr int W = V::kWidth;
   using T = typename V::T;
   const uint8_t* v = static_cast<const uint8_t*>(kv.v);
-  const int64_t n_last = r.n(r.m - 1);
-  const int64_t n_blocks = (n_last + kv.block_size - 1) / kv.block_size;
+  const int64_t b_end = r.end_block(kv);
   T vt[W][C];
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    if (b + 1 < n_blocks) prefetch_block_rows<R>(kv, v, hd, b + 1);
-    const int64_t p0 = b * kv.block_size;
+  for (int64_t b = r.first_block(kv); b < b_end; ++b) {
+    if (b + 1 < b_end) prefetch_block_rows<R>(kv, v, hd, b + 1);
+    const int64_t p0 = b * kv.block_size, s0 = p0 - r.p_begin;
     const uint8_t* rows = v + block_offset(kv, b);
     const int64_t slots_last = slots_of(r, r.m - 1, kv, p0);
     for (int64_t j = 0; j < slots_last; j += W) {
@@ -210,14 +272,14 @@ void weighted_sum(const Run& r, int64_t hd, const KvHeadView& kv, int64_t c0) {
       for (int i = 0; i < r.m; ++i) {
         const int64_t e = std::min(j + W, slots_of(r, i, kv, p0)) - j;
         if (e <= 0) continue;
-        float* out = r.out + i * r.q_stride + c0;
+        float* out = r.out + i * r.out_stride + c0;
         T acc[G][C];
         for (int h = 0; h < G; ++h) {
-          for (int c = 0; c < C; ++c) acc[h][c] = p0 + j == 0 ? V::zero() : V::load(out + h * hd + V::kWidth * c);
+          for (int c = 0; c < C; ++c) acc[h][c] = s0 + j == 0 ? V::zero() : V::load(out + h * hd + V::kWidth * c);
         }
         for (int64_t p = 0; p < e; ++p) {
           for (int h = 0; h < G; ++h) {
-            const T wp = V::set1(r.scores(i, h)[p0 + j + p]);
+            const T wp = V::set1(r.scores(i, h)[s0 + j + p]);
             for (int c = 0; c < C; ++c) acc[h][c] = V::fmadd(wp, vt[p][c], acc[h][c]);
           }
         }
@@ -249,66 +311,202 @@ void weighted_sum_all(const Run& r, int64_t hd, const KvHeadView& kv) {
   for (int64_t c = 0; c < vecs; c += C) weighted_sum<V, R, G, C>(r, hd, kv, V::kWidth * c);
 }
 
+// The largest of n floats (n >= 1), a vector at a time: exact in any order, so the same as a
+// scalar loop (which, over a chunk's scores per head, was a chain of dependent compares).
+template <class V>
+float max_of(const float* x, int64_t n) {
+  float m = x[0];
+  int64_t i = 0;
+  if (n >= V::kWidth) {
+    typename V::T v = V::load(x);
+    for (i = V::kWidth; i + V::kWidth <= n; i += V::kWidth) v = V::max(v, V::load(x + i));
+    alignas(64) float lanes[V::kWidth];
+    V::store(lanes, v);
+    m = *std::max_element(lanes, lanes + V::kWidth);
+  }
+  for (; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
+
+// Head h of token i of a run's partial: out at out + i * out_stride + h * hd, the max and sum
+// at [i * stat_stride + h].
+struct Partials {
+  float* out;
+  int64_t out_stride;
+  float* max;
+  double* sum;
+  int64_t stat_stride;
+};
+
+// The run's chunk as a partial (its scores, their maxima, exp and sums, the weighted sum).
 template <class V, class R, int G>
-void attend_group(const Run& r, int64_t hd, const KvHeadView& kv, float scale) {
+void chunk_partial(const Run& r, int64_t hd, const KvHeadView& kv, float scale, const Partials& p) {
   scores<V, R, G>(r, hd, kv, scale);
-  float inv[kMaxAttendRows][G];
   for (int i = 0; i < r.m; ++i) {
     for (int h = 0; h < G; ++h) {
       float* sh = r.scores(i, h);
-      const float max = *std::max_element(sh, sh + r.n(i));
-      inv[i][h] = static_cast<float>(1.0 / exp_sub_impl<V>(sh, r.n(i), max));
+      const int64_t n = r.count(i);
+      float& max = p.max[i * p.stat_stride + h];
+      double& sum = p.sum[i * p.stat_stride + h];
+      if (n <= 0) {  // no position here: the merge skips it
+        max = -INFINITY;
+        sum = 0.0;
+        std::fill_n(p.out + i * p.out_stride + h * hd, hd, 0.0f);
+        continue;
+      }
+      max = max_of<V>(sh, n);
+      sum = exp_sub_impl<V>(sh, n, max);
     }
   }
   weighted_sum_all<V, R, G>(r, hd, kv);
-  for (int i = 0; i < r.m; ++i) {
-    float* out = r.out + i * r.q_stride;
-    for (int h = 0; h < G; ++h) {
-      for (int64_t c = 0; c < hd; c += V::kWidth) {
-        V::store(out + h * hd + c, V::mul(V::set1(inv[i][h]), V::load(out + h * hd + c)));
+}
+
+// (out, max, sum) of one head = its merge with a later chunk's (o, m, l): the partial sums
+// rescaled to the larger max. The same arithmetic, in the same chunk order, on one thread or
+// after the threads' split.
+template <class V>
+void merge_partial(float* out, float& max, double& sum, const float* o, float m, double l, int64_t hd) {
+  if (l == 0.0) return;
+  const float top = std::max(max, m);
+  const float a = std::exp(max - top), b = std::exp(m - top);
+  const typename V::T va = V::set1(a), vb = V::set1(b);
+  for (int64_t c = 0; c < hd; c += V::kWidth) {
+    V::store(out + c, V::fmadd(V::load(out + c), va, V::mul(V::load(o + c), vb)));
+  }
+  sum = sum * a + l * b;
+  max = top;
+}
+
+template <class V>
+void normalize(float* out, double sum, int64_t hd) {
+  const typename V::T inv = V::set1(static_cast<float>(1.0 / sum));
+  for (int64_t c = 0; c < hd; c += V::kWidth) V::store(out + c, V::mul(inv, V::load(out + c)));
+}
+
+// All of the run's chunks, one after another: the first into out, each later one into tmp
+// ((m, G, hd) floats) and merged.
+template <class V, class R, int G>
+void attend_group(Run r, int64_t hd, const KvHeadView& kv, float scale, float* tmp) {
+  float max[kMaxAttendRows][G], tmax[kMaxAttendRows][G];
+  double sum[kMaxAttendRows][G], tsum[kMaxAttendRows][G];
+  const int64_t chunks = (r.n(r.m - 1) + r.chunk - 1) / r.chunk;
+  chunk_partial<V, R, G>(r, hd, kv, scale, {r.out, r.out_stride, &max[0][0], &sum[0][0], G});
+  Run t = r;
+  t.out = tmp;
+  t.out_stride = G * hd;
+  for (int64_t c = 1; c < chunks; ++c) {
+    t.p_begin = c * r.chunk;
+    chunk_partial<V, R, G>(t, hd, kv, scale, {tmp, G * hd, &tmax[0][0], &tsum[0][0], G});
+    for (int i = 0; i < r.m; ++i) {
+      for (int h = 0; h < G; ++h) {
+        merge_partial<V>(r.out + i * r.out_stride + h * hd, max[i][h], sum[i][h], tmp + (i * G + h) * hd, tmax[i][h],
+                         tsum[i][h], hd);
       }
     }
+  }
+  for (int i = 0; i < r.m; ++i) {
+    for (int h = 0; h < G; ++h) normalize<V>(r.out + i * r.out_stride + h * hd, sum[i][h], hd);
+  }
+}
+
+// With a partial, the run's chunk (r.p_begin) alone into it; without, all its chunks into r.out.
+template <class V, class R, int G>
+void heads(const Run& r, int64_t hd, const KvHeadView& kv, float scale, float* tmp, const Partials* p) {
+  if (p != nullptr) {
+    chunk_partial<V, R, G>(r, hd, kv, scale, *p);
+  } else {
+    attend_group<V, R, G>(r, hd, kv, scale, tmp);
   }
 }
 
 // Up to 4 heads per pass (registers); more (e.g. 8 per KV head) in several passes.
 template <class V, class R>
-void attend_heads(Run r, int G, int64_t hd, const KvHeadView& kv, float scale) {
+void attend_heads(Run r, int G, int64_t hd, const KvHeadView& kv, float scale, float* tmp, const AttendPartial* part) {
   const float* q = r.q;
   float* out = r.out;
   for (int h0 = 0; h0 < G; h0 += 4) {
     r.q = q + h0 * hd;
     r.out = out + h0 * hd;
     r.h0 = h0;
+    Partials p{};
+    if (part != nullptr) p = {part->out + h0 * hd, G * hd, part->max + h0, part->sum + h0, G};
+    const Partials* pp = part != nullptr ? &p : nullptr;
     switch (std::min(4, G - h0)) {
-      case 1: attend_group<V, R, 1>(r, hd, kv, scale); break;
-      case 2: attend_group<V, R, 2>(r, hd, kv, scale); break;
-      case 3: attend_group<V, R, 3>(r, hd, kv, scale); break;
-      default: attend_group<V, R, 4>(r, hd, kv, scale); break;
+      case 1: heads<V, R, 1>(r, hd, kv, scale, tmp, pp); break;
+      case 2: heads<V, R, 2>(r, hd, kv, scale, tmp, pp); break;
+      case 3: heads<V, R, 3>(r, hd, kv, scale, tmp, pp); break;
+      default: heads<V, R, 4>(r, hd, kv, scale, tmp, pp); break;
     }
   }
+}
+
+// A run of up to kMaxAttendRows tokens: its scores at the front of scratch, tmp after them.
+template <class V>
+void attend_run(Run r, int G, int64_t hd, const KvHeadView& kv, float scale, float* scratch,
+                const AttendPartial* part) {
+  r.s = scratch;
+  r.s_stride = G * r.chunk;
+  r.h0 = 0;
+  float* tmp = scratch + int64_t{kMaxAttendRows} * G * r.chunk;
+  switch (kv.type) {
+    case DType::F16: attend_heads<V, F16Rows<V>>(r, G, hd, kv, scale, tmp, part); break;
+    case DType::Q8_0: attend_heads<V, Q8Rows<V>>(r, G, hd, kv, scale, tmp, part); break;
+    case DType::Q4_0: attend_heads<V, Q4Rows<V>>(r, G, hd, kv, scale, tmp, part); break;
+    default: attend_heads<V, F32Rows<V>>(r, G, hd, kv, scale, tmp, part); break;
+  }
+}
+
+inline Run make_run(const float* q, int64_t q_stride, int m, int64_t n, float* out, int64_t out_stride,
+                    const KvHeadView& kv) {
+  Run r{};
+  r.q = q;
+  r.q_stride = q_stride;
+  r.m = m;
+  r.n0 = n;
+  r.out = out;
+  r.out_stride = out_stride;
+  r.chunk = attend_chunk_positions(kv.block_size);
+  return r;
 }
 
 }  // namespace attention_detail
 
 template <class V>
 void attend_rows_impl(const float* q, int64_t q_stride, int m, int G, int64_t hd, const KvHeadView& kv, int64_t n,
-                      float scale, float* scores, float* out) {
+                      float scale, float* scratch, float* out) {
   using namespace attention_detail;
   for (int i0 = 0; i0 < m; i0 += kMaxAttendRows) {
-    Run r;
-    r.m = std::min(kMaxAttendRows, m - i0);
-    r.q = q + i0 * q_stride;
-    r.out = out + i0 * q_stride;
-    r.q_stride = q_stride;
-    r.n0 = n + i0;
-    r.s = scores;
-    r.s_stride = G * r.n(r.m - 1);
-    r.h0 = 0;
-    switch (kv.type) {
-      case DType::F16: attend_heads<V, F16Rows<V>>(r, G, hd, kv, scale); break;
-      case DType::Q8_0: attend_heads<V, Q8Rows<V>>(r, G, hd, kv, scale); break;
-      default: attend_heads<V, F32Rows<V>>(r, G, hd, kv, scale); break;
+    const Run r = make_run(q + i0 * q_stride, q_stride, std::min(kMaxAttendRows, m - i0), n + i0,
+                           out + i0 * q_stride, q_stride, kv);
+    attend_run<V>(r, G, hd, kv, scale, scratch, nullptr);
+  }
+}
+
+template <class V>
+void attend_chunk_impl(const float* q, int64_t q_stride, int m, int G, int64_t hd, const KvHeadView& kv, int64_t n,
+                       int64_t c, float scale, float* scratch, const AttendPartial& part) {
+  using namespace attention_detail;
+  Run r = make_run(q, q_stride, m, n, part.out, G * hd, kv);
+  r.p_begin = c * r.chunk;
+  attend_run<V>(r, G, hd, kv, scale, scratch, &part);
+}
+
+// What attend_group does with its chunks, from partials computed apart.
+template <class V>
+void attend_combine_impl(const AttendPartial* parts, int64_t n_parts, int m, int G, int64_t hd, float* out,
+                         int64_t out_stride) {
+  using namespace attention_detail;
+  for (int i = 0; i < m; ++i) {
+    for (int h = 0; h < G; ++h) {
+      const int64_t k = i * G + h;
+      float* o = out + i * out_stride + h * hd;
+      std::copy_n(parts[0].out + k * hd, hd, o);
+      float max = parts[0].max[k];
+      double sum = parts[0].sum[k];
+      for (int64_t c = 1; c < n_parts; ++c) {
+        merge_partial<V>(o, max, sum, parts[c].out + k * hd, parts[c].max[k], parts[c].sum[k], hd);
+      }
+      normalize<V>(o, sum, hd);
     }
   }
 }
